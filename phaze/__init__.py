@@ -1,0 +1,1 @@
+"""phaze: joint accelerator-architecture and device-placement search for LLM training."""

@@ -1,0 +1,210 @@
+"""Structured configs: one dataclass per Hydra config group, registered in the ConfigStore.
+
+They live in an importable module (not the `-m` entry module) so that Hydra launchers that
+rebuild the config in a worker process (joblib, submitit) see the same classes. Every field is
+typed, so a typo or a wrong type in an override fails at once and Hydra names the full key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ExpertCfg:
+    """A fixed (pipeline x data x tensor) placement: PHAZE's expert baseline for the model."""
+
+    pp: int = 1
+    dp: int = 1
+    tp: int = 1
+
+
+@dataclass
+class ModelCfg:
+    """A transformer from its published configuration; `family` picks the Hugging Face class."""
+
+    name: str = MISSING
+    family: str = MISSING  # llama | gpt2 | opt | bert: the Hugging Face model class to build
+    num_layers: int = MISSING
+    hidden_size: int = MISSING
+    num_heads: int = MISSING
+    num_kv_heads: int = MISSING
+    ffn_hidden_size: int = MISSING
+    vocab_size: int = MISSING
+    seq_len: int = MISSING
+    max_position_embeddings: int = MISSING
+    max_tp: int = 1
+    # OPT-350m projects between a 512-wide embedding and the 1024-wide decoder; 0 means no projection.
+    word_embed_proj_dim: int = 0
+    tie_word_embeddings: bool = True
+    # Layer norm before attention/MLP (pre-LN); OPT-350m is the one OPT that normalises after.
+    pre_norm: bool = True
+    source: str = ""
+    expert: ExpertCfg = field(default_factory=ExpertCfg)
+
+
+@dataclass
+class AreaCfg:
+    """Per-component area constants (um^2 unless the name says otherwise); conf/hw/area/*.yaml."""
+
+    name: str = MISSING
+    technology: str = ""
+    source: str = ""
+    tc_pe_um2: float = MISSING
+    vc_lane_um2: float = MISSING
+    # Per-core SRAM (KiB -> um^2) and global buffer (MiB -> um^2) tables, as sizes and areas.
+    l2_kib: List[float] = field(default_factory=list)
+    l2_um2: List[float] = field(default_factory=list)
+    glb_mib: List[float] = field(default_factory=list)
+    glb_um2: List[float] = field(default_factory=list)
+    # Off-chip interface and interconnect, charged per HBM stack and per chip.
+    hbm_phy_um2_per_stack: float = 0.0
+    hbm_gib_per_stack: float = 16.0
+    noc_um2_per_core: float = 0.0
+
+
+@dataclass
+class PowerCfg:
+    """TDP model constants (energy per operation at peak rate plus leakage); conf/hw/power/*.yaml."""
+
+    name: str = MISSING
+    technology: str = ""
+    source: str = ""
+    pj_per_mac: float = MISSING
+    pj_per_vector_op: float = MISSING
+    pj_per_glb_byte: float = MISSING
+    pj_per_hbm_byte: float = MISSING
+    leakage_w_per_mm2: float = MISSING
+
+
+@dataclass
+class HwCfg:
+    """An accelerator point or a grid of them (lists are the axes of the grid)."""
+
+    name: str = MISSING
+    kind: str = "grid"  # grid | point
+    n_tc: List[int] = field(default_factory=list)
+    tc_rows: List[int] = field(default_factory=list)
+    tc_cols: List[int] = field(default_factory=list)
+    n_vc: List[int] = field(default_factory=list)
+    # Empty: vector width tied to the tensor-core width (PHAZE); otherwise its own axis.
+    vc_width: List[int] = field(default_factory=list)
+    glb_mib: List[int] = field(default_factory=list)
+    hbm_gib: List[int] = field(default_factory=list)
+    hbm_gbps: float = MISSING
+    glb_gbps: float = MISSING
+    freq_ghz: float = MISSING
+    # Peak-rate derating and per-core local buffer bandwidth (bytes per cycle).
+    core_buffer_bytes_per_cycle: float = 128.0
+    # Area budget in mm^2; null: the TPUv4-like reference point's area under the area model.
+    area_budget_mm2: Optional[float] = None
+    area_min_fraction: float = 0.3
+    power_budget_w: Optional[float] = None
+    area: AreaCfg = MISSING
+    power: Optional[PowerCfg] = None
+    source: str = ""
+
+
+@dataclass
+class ClusterCfg:
+    """The devices and the network between them: flat (PHAZE) or a two-level hierarchy."""
+
+    name: str = MISSING
+    devices: int = MISSING
+    # Chips per node sharing the fast intra-node links; equal to `devices` for a flat network.
+    node_size: int = MISSING
+    intra_node_gbps: float = MISSING  # GB/s per chip, each direction
+    inter_node_gbps: float = MISSING  # GB/s per chip, each direction
+    link_latency_s: float = 0.0
+    source: str = ""
+
+
+@dataclass
+class TrainCfg:
+    """Training-step knobs: global batch, precision, optimizer, and the searched microbatch/recompute."""
+
+    global_batch: int = 4096
+    bytes_per_elem: int = 2
+    optimizer: str = "sgd"  # sgd | adam
+    mbs: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    recompute: List[bool] = field(default_factory=lambda: [False, True])
+    tp_widths: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+
+
+@dataclass
+class ScheduleCfg:
+    """Per-layer operator-scheduling ILP settings."""
+
+    backend: str = "auto"  # auto | gurobi | highs
+    mip_gap: float = 0.01
+    time_limit_s: float = 60.0
+    threads: int = 1
+    cache: bool = True
+
+
+@dataclass
+class PlacementCfg:
+    """A fixed placement to evaluate; zeros mean "search it"."""
+
+    dp: int = 0
+    pp: int = 0
+    tp: int = 0
+
+
+@dataclass
+class SearchCfg:
+    """The Optuna study over the architecture space."""
+
+    sampler: str = "tpe"  # grid | tpe | nsga2
+    n_trials: int = 200
+    seed: int = 0
+    objective: str = "throughput"  # throughput | throughput_per_tdp
+    prune: bool = True
+    storage: Optional[str] = None
+    study_name: Optional[str] = None
+    n_workers: int = 1
+
+
+@dataclass
+class TrackingCfg:
+    """Where MLflow logs; null uri: $MLFLOW_TRACKING_URI, else an SQLite file inside mlruns/."""
+
+    uri: Optional[str] = None
+    experiment: str = "phaze"
+    enabled: bool = True
+
+
+@dataclass
+class Config:
+    """The whole job: what `python -m phaze.run` and `python -m phaze.evaluate` compose."""
+
+    model: ModelCfg = MISSING
+    hw: HwCfg = MISSING
+    cluster: ClusterCfg = MISSING
+    train: TrainCfg = MISSING
+    schedule: ScheduleCfg = field(default_factory=ScheduleCfg)
+    placement: PlacementCfg = field(default_factory=PlacementCfg)
+    search: SearchCfg = MISSING
+    tracking: TrackingCfg = MISSING
+    cache_dir: str = ".cache/phaze"
+
+
+def register_configs() -> None:
+    """Register the base schema and each group's schema so YAML files are validated against them."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    cs.store(group="model", name="base_model", node=ModelCfg)
+    cs.store(group="hw", name="base_hw", node=HwCfg)
+    cs.store(group="hw/area", name="base_area", node=AreaCfg)
+    cs.store(group="hw/power", name="base_power", node=PowerCfg)
+    cs.store(group="cluster", name="base_cluster", node=ClusterCfg)
+    cs.store(group="train", name="base_train", node=TrainCfg)
+    cs.store(group="search", name="base_search", node=SearchCfg)
+    cs.store(group="tracking", name="base_tracking", node=TrackingCfg)
+
+
+register_configs()

@@ -1,0 +1,132 @@
+"""The workload stage's output: operator tables per layer part, direction and tensor-parallel width.
+
+Every downstream stage (cost, schedule, placement) reads only these dataclasses and frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+PARTS = ("pre", "layer", "post")
+"""pre: embeddings; layer: the repeated transformer block; post: final norm, LM head and loss."""
+
+KINDS = ("matmul", "elementwise", "reduction", "softmax", "norm", "embedding", "loss", "collective", "view")
+"""Operator kinds. matmul runs on tensor cores, collective on the network, view costs nothing,
+every other kind runs on vector cores."""
+
+OP_COLUMNS = (
+    "op_id", "name", "target", "kind", "out_shape", "in_shapes", "numel_out", "flops",
+    "bytes_read", "bytes_written", "param_bytes", "saved_bytes",
+    "mm_b", "mm_m", "mm_k", "mm_n", "comm_bytes",
+)
+EDGE_COLUMNS = ("src", "dst", "bytes")
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """A DAG of operators for one direction of one part.
+
+    `ops` has OP_COLUMNS, one row per operator, `op_id` = 0..n-1 in a topological order. For a
+    matmul, (mm_b, mm_m, mm_k, mm_n) is C[b, m, n] = A[b, m, k] @ B[b, k, n]; zeros otherwise.
+    `comm_bytes` is the tensor size a collective reduces; `saved_bytes` (forward only) the bytes of
+    the op's output kept for the backward pass. `edges` (src, dst, bytes) are data dependencies.
+    """
+
+    ops: pd.DataFrame
+    edges: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def kind_counts(self) -> dict[str, int]:
+        return self.ops["kind"].value_counts().to_dict()
+
+    def total(self, column: str, kind: str | None = None) -> float:
+        ops = self.ops if kind is None else self.ops[self.ops["kind"] == kind]
+        return float(ops[column].sum())
+
+    def without_views(self) -> "OpGraph":
+        """The same DAG with zero-cost `view` operators removed and their dependencies kept.
+
+        An edge a -> view -> b becomes a -> b, so schedulers see only operators that take time.
+        """
+        keep = self.ops["kind"].to_numpy() != "view"
+        ids = self.ops["op_id"].to_numpy()
+        preds: dict[int, set[int]] = {int(i): set() for i in ids}
+        for s, d in zip(self.edges["src"].to_numpy(), self.edges["dst"].to_numpy()):
+            preds[int(d)].add(int(s))
+        kept_preds: dict[int, set[int]] = {}
+        is_kept = dict(zip(ids.tolist(), keep.tolist()))
+        for i in ids.tolist():  # topological order: predecessors are resolved first
+            resolved: set[int] = set()
+            for p in preds[i]:
+                resolved |= {p} if is_kept[p] else kept_preds[p]
+            kept_preds[i] = resolved
+        new_id = {old: new for new, old in enumerate(ids[keep].tolist())}
+        ops = self.ops[keep].copy()
+        ops["op_id"] = np.arange(len(ops))
+        edge_bytes = {(int(s), int(d)): float(b) for s, d, b in self.edges[list(EDGE_COLUMNS)].itertuples(index=False)}
+        rows = []
+        for d in ids[keep].tolist():
+            for s in sorted(kept_preds[d]):
+                rows.append((new_id[s], new_id[d], edge_bytes.get((s, d), 0.0)))
+        edges = pd.DataFrame(rows, columns=list(EDGE_COLUMNS))
+        return OpGraph(ops.reset_index(drop=True), edges)
+
+
+@dataclass(frozen=True)
+class LayerGraph:
+    """One part of the model on one device of a tensor-parallel group of width `tp`."""
+
+    part: str
+    tp: int
+    mbs: int
+    seq_len: int
+    fwd: OpGraph
+    bwd: OpGraph
+    param_bytes: float
+    """Parameters held by one device of the TP group (tied embeddings counted in each part using them)."""
+    saved_bytes: float
+    """Activation bytes one microbatch keeps from forward to backward on one device (inputs included)."""
+    input_bytes: float
+    """Activation bytes entering the part for one microbatch: what a pipeline stage receives."""
+    output_bytes: float
+    """Activation bytes leaving the part for one microbatch: what a pipeline stage sends."""
+
+    def matmul_flops(self) -> float:
+        return self.fwd.total("flops", "matmul") + self.bwd.total("flops", "matmul")
+
+    def n_collectives(self) -> tuple[int, int]:
+        """(forward, backward) number of collective operators."""
+        return (int((self.fwd.ops["kind"] == "collective").sum()), int((self.bwd.ops["kind"] == "collective").sum()))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The extracted training step of one model at one microbatch size, for every TP width."""
+
+    model_name: str
+    num_layers: int
+    seq_len: int
+    mbs: int
+    bytes_per_elem: int
+    params: int
+    """Unique parameters of the whole model as built (tied weights counted once)."""
+    graphs: dict[int, dict[str, LayerGraph]] = field(default_factory=dict)
+    """tp -> part ("pre", "layer", "post") -> graph."""
+
+    @property
+    def tp_widths(self) -> list[int]:
+        return sorted(self.graphs)
+
+    def part(self, tp: int, part: str) -> LayerGraph:
+        return self.graphs[tp][part]
+
+    def train_matmul_flops_per_seq(self, tp: int = 1) -> float:
+        """Matmul FLOPs of one training step (fwd + bwd) per sequence, summed over all devices of a TP group."""
+        g = self.graphs[tp]
+        per_mb = g["pre"].matmul_flops() + self.num_layers * g["layer"].matmul_flops() + g["post"].matmul_flops()
+        return per_mb * tp / self.mbs
