@@ -144,6 +144,7 @@ class ScheduleCfg:
     time_limit_s: float = 60.0
     threads: int = 1
     cache: bool = True
+    cache_dir: str = ".cache/phaze/schedule"  # on-disk cache of solved layers (one JSON file per problem)
 
 
 @dataclass

@@ -1,0 +1,54 @@
+"""Where runs go and how a finished job is logged.
+
+MLflow 3 refuses a plain `./mlruns` file store (ecosystem.md §1.1), so the default store is an
+SQLite database inside the project's `mlruns/` folder, with artifacts beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+DEFAULT_DIR = "mlruns"
+DB_NAME = "mlflow.db"
+ARTIFACTS_DIR = "artifacts"
+
+
+def resolve_tracking_uri(uri: str | None, root: Path | None = None) -> str:
+    """The configured URI, else $MLFLOW_TRACKING_URI, else sqlite:///<root>/mlruns/mlflow.db."""
+    if uri:
+        return uri
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    folder = (root or Path.cwd()) / DEFAULT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(folder / DB_NAME).resolve()}"
+
+
+def _experiment_id(mlflow, name: str, uri: str) -> str:
+    """The experiment's id, creating it with artifacts under mlruns/artifacts for a local SQLite store."""
+    existing = mlflow.get_experiment_by_name(name)
+    if existing is not None:
+        return existing.experiment_id
+    artifact_location = None
+    if uri.startswith("sqlite:///"):
+        artifact_location = (Path(uri[len("sqlite:///"):]).parent / ARTIFACTS_DIR).resolve().as_uri()
+    return mlflow.create_experiment(name, artifact_location=artifact_location)
+
+
+def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metrics: dict, config_yaml: str, tags: dict | None = None) -> str:
+    """Log one run (params, metrics, tags, and the resolved config as `config.yaml`); returns its run id."""
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    exp_id = _experiment_id(mlflow, experiment, uri)
+    with mlflow.start_run(experiment_id=exp_id, run_name=run_name) as run:
+        mlflow.log_params(params)
+        mlflow.log_metrics(metrics)
+        mlflow.set_tags(tags or {})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "config.yaml"
+            path.write_text(config_yaml)
+            mlflow.log_artifact(str(path))
+        return run.info.run_id

@@ -1,0 +1,108 @@
+"""Extract a model's training step into per-part operator graphs for every TP width, cached on disk.
+
+Only one block is traced (the blocks of these models are identical; tests trace two and compare),
+plus the pre-layers and post-layers once each, so the LM head and loss are counted exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from omegaconf import DictConfig, OmegaConf
+
+from phaze.workload.families import build_parts, count_params
+from phaze.workload.graph import PARTS, Workload
+from phaze.workload.trace import part_graph
+
+log = logging.getLogger(__name__)
+
+EXTRACTOR_VERSION = 1
+"""Bump when the extracted tables change meaning, so stale caches are not reused."""
+
+ARCH_FIELDS = (
+    "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
+    "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
+)
+"""The model fields that change the extracted graphs (name, source and expert placement do not)."""
+
+DTYPES = {2: torch.bfloat16, 4: torch.float32}
+"""Training precision by bytes per element: bf16 mixed precision (PHAZE: fp16, 2 bytes) or fp32."""
+
+
+def _as_dict(cfg) -> dict:
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    if is_dataclass(cfg):
+        return asdict(cfg)
+    return dict(cfg)
+
+
+def valid_tp_widths(model_cfg, tp_widths) -> list[int]:
+    """The requested TP widths that divide the heads (and KV heads) and are at most model.max_tp."""
+    return [
+        t for t in sorted(set(tp_widths))
+        if t <= model_cfg.max_tp and model_cfg.num_heads % t == 0 and model_cfg.num_kv_heads % t == 0
+    ]
+
+
+def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths) -> str:
+    arch = {k: _as_dict(model_cfg).get(k) for k in ARCH_FIELDS}
+    blob = json.dumps(
+        {"arch": arch, "mbs": mbs, "bytes": bytes_per_elem, "tp": sorted(tp_widths), "v": EXTRACTOR_VERSION,
+         "torch": torch.__version__, "transformers": transformers.__version__},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8)) -> Workload:
+    """Build and trace the model for each valid TP width: pre, layer and post graphs both ways."""
+    if mbs <= 0:
+        raise ValueError(f"train.mbs must be positive, got {mbs}")
+    if bytes_per_elem not in DTYPES:
+        raise ValueError(f"train.bytes_per_elem={bytes_per_elem} is not supported; allowed: {sorted(DTYPES)}")
+    widths = valid_tp_widths(model_cfg, tp_widths)
+    if not widths:
+        raise ValueError(f"no TP width in {list(tp_widths)} fits model {model_cfg.name} (max_tp={model_cfg.max_tp}, heads={model_cfg.num_heads})")
+    dtype = DTYPES[bytes_per_elem]
+    graphs = {}
+    for t in widths:
+        parts = build_parts(model_cfg, mbs, t, dtype)
+        graphs[t] = {p: part_graph(p, parts[p], t, mbs, model_cfg.seq_len) for p in PARTS}
+    return Workload(
+        model_name=model_cfg.name,
+        num_layers=model_cfg.num_layers,
+        seq_len=model_cfg.seq_len,
+        mbs=mbs,
+        bytes_per_elem=bytes_per_elem,
+        params=count_params(model_cfg),
+        graphs=graphs,
+    )
+
+
+def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None) -> Workload:
+    """The workload from the disk cache when present (keyed by a hash of the architecture), else extracted and stored."""
+    path = None
+    if cache_dir is not None:
+        path = Path(cache_dir) / "workload" / f"{model_cfg.name}-{cache_key(model_cfg, mbs, bytes_per_elem, tp_widths)}.pkl"
+        if path.exists():
+            with path.open("rb") as f:
+                return pickle.load(f)
+    start = time.perf_counter()
+    workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths)
+    log.info("extracted %s mbs=%d in %.1f s", model_cfg.name, mbs, time.perf_counter() - start)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(workload, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)
+    return workload
