@@ -5,16 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from phaze import schema  # noqa: F401  (registers the structured configs)
-
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
-
-
-def compose_cfg(*overrides: str):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+from phaze.config import compose_config as compose_cfg  # noqa: F401  (re-exported for the tests)
 
 
 @pytest.fixture(scope="session")
