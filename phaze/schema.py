@@ -8,7 +8,7 @@ typed, so a typo or a wrong type in an override fails at once and Hydra names th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -61,7 +61,9 @@ class AreaCfg:
     l2_um2: List[float] = field(default_factory=list)
     glb_mib: List[float] = field(default_factory=list)
     glb_um2: List[float] = field(default_factory=list)
-    # Off-chip interface and interconnect, charged per HBM stack and per chip.
+    # SRAM density (um^2 per KiB), used for the per-core buffers and the global buffer when their tables are empty.
+    sram_um2_per_kib: float = 0.0
+    # Off-chip interface and interconnect, charged per HBM stack and per core (tensor and vector).
     hbm_phy_um2_per_stack: float = 0.0
     hbm_gib_per_stack: float = 16.0
     noc_um2_per_core: float = 0.0
@@ -98,14 +100,19 @@ class HwCfg:
     hbm_gbps: float = MISSING
     glb_gbps: float = MISSING
     freq_ghz: float = MISSING
-    # Peak-rate derating and per-core local buffer bandwidth (bytes per cycle).
+    # Bandwidth of one core's port to the global buffer (bytes per cycle; PHAZE: 64 words of 2 bytes).
     core_buffer_bytes_per_cycle: float = 128.0
+    # Per-core SRAM: bytes per MAC (tensor core) or per lane (vector core), at least min KiB (PHAZE: w*d/64 KiB, >= 1 KiB).
+    core_buffer_bytes_per_pe: float = 16.0
+    core_buffer_min_kib: float = 1.0
     # Area budget in mm^2; null: the TPUv4-like reference point's area under the area model.
     area_budget_mm2: Optional[float] = None
     area_min_fraction: float = 0.3
+    # PHAZE exempts single-tensor-core and single-vector-core points from the lower area bound.
+    area_min_exempt_single_core: bool = True
     power_budget_w: Optional[float] = None
     area: AreaCfg = MISSING
-    power: Optional[PowerCfg] = None
+    power: PowerCfg = MISSING
     source: str = ""
 
 
@@ -120,6 +127,8 @@ class ClusterCfg:
     intra_node_gbps: float = MISSING  # GB/s per chip, each direction
     inter_node_gbps: float = MISSING  # GB/s per chip, each direction
     link_latency_s: float = 0.0
+    # Collective algorithm: ring | tree (double binary tree) | best (the faster of the two per call).
+    collective_algorithm: str = "ring"
     source: str = ""
 
 
@@ -130,8 +139,9 @@ class TrainCfg:
     global_batch: int = 4096
     bytes_per_elem: int = 2
     optimizer: str = "sgd"  # sgd | adam
-    mbs: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
-    recompute: List[bool] = field(default_factory=lambda: [False, True])
+    # A value or a list of values to search: `train.mbs=4` or `train.mbs=[1,2,4,8]` (phaze.validate checks them).
+    mbs: Any = field(default_factory=lambda: [1, 2, 4, 8])
+    recompute: Any = field(default_factory=lambda: [False, True])
     tp_widths: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
 
 

@@ -1,0 +1,83 @@
+"""`python -m phaze.evaluate`: one model on one hardware point and cluster, best or fixed placement.
+
+    python -m phaze.evaluate model=llama2 hw=a100 cluster=dgx_a100 train.global_batch=1024 cluster.devices=64
+    python -m phaze.evaluate hw=tpuv4 placement.dp=128 placement.pp=8 placement.tp=1 train.mbs=1 train.recompute=false
+
+Prints a human summary, then one JSON object as the last line of stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import hydra
+
+from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.hardware.space import enumerate_space
+from phaze.pipeline import evaluate_point
+from phaze.validate import ConfigError, bools, positive_ints
+
+GIB = 2**30
+
+
+def result_record(result) -> dict:
+    """The JSON fields `phaze.evaluate` promises, from a PlacementResult."""
+    s = result.strategy
+    return {
+        "feasible": result.feasible,
+        "reason": result.reason,
+        "time_per_batch_s": result.time_per_batch_s,
+        "throughput_seq_s": result.throughput_seq_s,
+        "tokens_per_s_per_device": result.tokens_per_s_per_device,
+        "model_tflops_per_device": result.model_tflops_per_device,
+        "mfu": result.mfu,
+        "memory_per_device_gib": result.memory_per_device_bytes / GIB,
+        "dp": s.dp,
+        "pp": s.pp,
+        "tp": s.tp if isinstance(s.tp, int) else list(s.tp),
+        "mbs": s.mbs,
+        "recompute": s.recompute,
+        "devices_used": s.devices_used,
+        "stage_bounds": [list(b) for b in s.stage_bounds],
+        "breakdown_s": result.breakdown,
+    }
+
+
+def check_fixed(cfg) -> None:
+    """A fixed placement needs one microbatch size and one recompute choice."""
+    if cfg.placement.dp or cfg.placement.pp or cfg.placement.tp:
+        if not (cfg.placement.dp and cfg.placement.pp and cfg.placement.tp):
+            raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
+        if len(positive_ints(cfg.train.mbs, "train.mbs")) != 1 or len(bools(cfg.train.recompute, "train.recompute")) != 1:
+            raise ConfigError("train.mbs and train.recompute: a fixed placement takes one value of each")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg) -> None:
+    try:
+        check_fixed(cfg)
+        points = enumerate_space(cfg.hw)
+        if len(points) != 1:
+            raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; phaze.evaluate takes one (e.g. hw=tpuv4, hw=a100, hw=h100)")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    result = evaluate_point(cfg, points)
+    if result is None:
+        print(f"no placement of {cfg.model.name} fits {cfg.cluster.devices} x {cfg.hw.name}", file=sys.stderr)
+        print(json.dumps({"feasible": False, "reason": "no placement fits"}))
+        sys.exit(1)
+    record = result_record(result)
+    print(
+        f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}: dp={record['dp']} pp={record['pp']} tp={record['tp']} "
+        f"mbs={record['mbs']} recompute={record['recompute']} -> {record['throughput_seq_s']:.2f} seq/s, "
+        f"MFU {record['mfu']:.1%}, {record['memory_per_device_gib']:.1f} GiB/device"
+    )
+    print(json.dumps(record))
+    if not result.feasible:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

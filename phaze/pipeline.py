@@ -1,0 +1,102 @@
+"""One hardware point through the stages: operator graphs -> latencies -> layer schedules -> placement.
+
+This is the only module below the entry points that knows every stage; `phaze.evaluate` and the
+search call it for each accelerator point they consider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from phaze.cost.latency import op_latencies
+from phaze.cost.network import Network
+from phaze.hardware import Accelerator
+from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
+from phaze.schedule import schedule_layer
+from phaze.validate import bools, positive_ints
+from phaze.workload.extract import extract_workload
+from phaze.workload.graph import PARTS, OpGraph, Workload
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class DirectionCost:
+    """A part's scheduled latency in one direction, and the share of it spent in TP collectives."""
+
+    latency_s: float
+    tp_comm_s: float
+    solve_s: float
+
+
+def schedule_direction(graph: OpGraph, point: pd.DataFrame, network: Network, tp: int, schedule_cfg) -> DirectionCost:
+    """Cost every operator of one direction on the point and schedule them on its cores."""
+    compute = graph.without_views()
+    lat = op_latencies(compute.ops, point, network, tp)
+    single, parallel = lat.single_s[:, 0], lat.parallel_s[:, 0]
+    row = point.iloc[0]
+    sched = schedule_layer(compute, lat.unit, single, parallel, int(row.n_tc), int(row.n_vc), schedule_cfg)
+    return DirectionCost(float(sched.makespan_s), float(single[lat.unit == "net"].sum()), float(sched.solve_s))
+
+
+def part_costs(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values) -> dict[str, PartCosts]:
+    """PartCosts for pre, layer and post over every (mbs, TP width); NaN where a width was not extracted."""
+    mbs_values = sorted(workloads)
+    shape = (len(mbs_values), len(tp_values))
+    fields = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s", "param_bytes", "saved_bytes", "input_bytes", "output_bytes")
+    arrays = {p: {f: np.full(shape, np.nan) for f in fields} for p in PARTS}
+    for mi, mbs in enumerate(mbs_values):
+        w = workloads[mbs]
+        for ti, t in enumerate(tp_values):
+            if t not in w.graphs:
+                continue
+            for part in PARTS:
+                g = w.part(t, part)
+                fwd = schedule_direction(g.fwd, point, network, t, schedule_cfg)
+                bwd = schedule_direction(g.bwd, point, network, t, schedule_cfg)
+                a = arrays[part]
+                a["fwd_s"][mi, ti], a["bwd_s"][mi, ti] = fwd.latency_s, bwd.latency_s
+                a["tp_comm_fwd_s"][mi, ti], a["tp_comm_bwd_s"][mi, ti] = fwd.tp_comm_s, bwd.tp_comm_s
+                a["param_bytes"][mi, ti], a["saved_bytes"][mi, ti] = g.param_bytes, g.saved_bytes
+                a["input_bytes"][mi, ti], a["output_bytes"][mi, ti] = g.input_bytes, g.output_bytes
+    return {p: PartCosts(**arrays[p]) for p in PARTS}
+
+
+def load_workloads(cfg) -> dict[int, Workload]:
+    """The model's workload at every microbatch size of the training config (cached on disk)."""
+    return {
+        int(mbs): extract_workload(cfg.model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir)
+        for mbs in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)
+    }
+
+
+def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network) -> PlacementInput:
+    """The placement DP's input for one accelerator point: every part costed and scheduled."""
+    tp_values = sorted({t for w in workloads.values() for t in w.graphs})
+    costs = part_costs(workloads, point, network, cfg.schedule, tp_values)
+    any_w = next(iter(workloads.values()))
+    chip = Accelerator.from_row(point.iloc[0])
+    return PlacementInput.from_parts(
+        costs["pre"], costs["layer"], costs["post"], any_w.num_layers,
+        mbs_values=np.array(sorted(workloads)), tp_values=np.array(tp_values),
+        devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
+        hbm_bytes=float(point.iloc[0].hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
+        bytes_per_elem=int(cfg.train.bytes_per_elem), model_flops_per_seq=any_w.train_matmul_flops_per_seq(1),
+        peak_flops_s=chip.peak_matmul_flops, part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
+    )
+
+
+def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None) -> PlacementResult | None:
+    """Best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp."""
+    workloads = workloads or load_workloads(cfg)
+    network = Network.from_cfg(cfg.cluster)
+    inp = placement_input(cfg, point, workloads, network)
+    recompute = bools(cfg.train.recompute, "train.recompute")
+    mbs = sorted(workloads)
+    fixed = cfg.placement
+    if fixed.dp and fixed.pp and fixed.tp:
+        return evaluate_fixed(inp, dp=int(fixed.dp), pp=int(fixed.pp), tp=int(fixed.tp), mbs=mbs[0], recompute=recompute[-1])
+    return optimize(inp, recompute_options=tuple(recompute), mbs_options=mbs)
