@@ -43,6 +43,8 @@ class ModelCfg:
     tie_word_embeddings: bool = True
     # Layer norm before attention/MLP (pre-LN); OPT-350m is the one OPT that normalises after.
     pre_norm: bool = True
+    # eager | flash: Hugging Face's eager attention (s^2 scores in HBM, PHAZE) or one fused FlashAttention-2 kernel.
+    attention: str = "eager"
     source: str = ""
     expert: ExpertCfg = field(default_factory=ExpertCfg)
 
@@ -111,6 +113,10 @@ class HwCfg:
     # PHAZE exempts single-tensor-core and single-vector-core points from the lower area bound.
     area_min_exempt_single_core: bool = True
     power_budget_w: Optional[float] = None
+    # True: independent operators may run at once on subsets of the cores (PHAZE's accelerator, the
+    # layer ILP decides). False: one operator at a time over all cores (a GPU launching kernels on
+    # one CUDA stream, with blocking tensor-parallel collectives, as Megatron-LM does).
+    inter_op_parallel: bool = True
     area: AreaCfg = MISSING
     power: PowerCfg = MISSING
     source: str = ""

@@ -1,19 +1,28 @@
 """Collective and point-to-point times over a flat or two-level (node / cluster) network.
 
 Ring algorithms (Patarasuk & Yuan 2009; NCCL's ring): an all-reduce of B bytes over n devices moves
-2(n-1)/n * B per device; reduce-scatter and all-gather move (n-1)/n * B. On a hierarchy the
-all-reduce is reduce-scatter inside the node, all-reduce of the 1/k shard across nodes (k parallel
-rings, one per local rank), then all-gather inside the node. Each ring step pays `link_latency_s`.
+2(n-1)/n * B per device in 2(n-1) steps; reduce-scatter and all-gather move (n-1)/n * B in n-1
+steps. Tree (NCCL's double binary tree, Sanders et al. 2009): an all-reduce moves 2B per device in
+2*ceil(log2 n) steps. On a hierarchy the all-reduce is a ring reduce-scatter inside the node, an
+all-reduce of the 1/k shard across nodes (k parallel groups, one per local rank; ring or tree), then
+a ring all-gather inside the node. Each step pays `link_latency_s`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 GB = 1e9
 """Bandwidths in the cluster config are in GB/s (10^9 bytes per second), per chip and direction."""
+
+ALGORITHMS = ("ring", "tree", "best")
+
+
+def _out(t):
+    return t if np.ndim(t) else float(t)
 
 
 @dataclass(frozen=True)
@@ -25,44 +34,76 @@ class Network:
     intra_bytes_s: float
     inter_bytes_s: float
     latency_s: float = 0.0
+    algorithm: str = "ring"
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"cluster.collective_algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if min(self.intra_bytes_s, self.inter_bytes_s) <= 0 or self.latency_s < 0:
+            raise ValueError("link bandwidths must be positive and the link latency non-negative")
 
     @classmethod
     def from_cfg(cls, cluster) -> "Network":
         if cluster.node_size <= 0 or cluster.devices <= 0:
-            raise ValueError(f"cluster.devices and cluster.node_size must be positive, got {cluster.devices}, {cluster.node_size}")
+            raise ValueError(
+                f"cluster.devices and cluster.node_size must be positive, got {cluster.devices}, {cluster.node_size}"
+            )
         return cls(
             devices=int(cluster.devices),
             node_size=int(min(cluster.node_size, cluster.devices)),
             intra_bytes_s=float(cluster.intra_node_gbps) * GB,
             inter_bytes_s=float(cluster.inter_node_gbps) * GB,
             latency_s=float(cluster.link_latency_s),
+            algorithm=str(getattr(cluster, "collective_algorithm", "ring")),
         )
 
     def members_per_node(self, n: int, stride: int = 1) -> int:
         """How many of a group's n members share a node, for members `stride` devices apart."""
         return int(max(1, min(n, self.node_size // max(1, stride))))
 
+    def _ring_allreduce(self, nbytes, n: int, bytes_s: float):
+        return 2.0 * (n - 1) / n * nbytes / bytes_s + 2 * (n - 1) * self.latency_s
+
+    def _tree_allreduce(self, nbytes, n: int, bytes_s: float):
+        return 2.0 * nbytes / bytes_s + 2 * math.ceil(math.log2(n)) * self.latency_s
+
+    def _level_allreduce(self, nbytes, n: int, bytes_s: float):
+        """All-reduce among n peers on links of `bytes_s`, by the configured algorithm."""
+        if n <= 1:
+            return np.zeros_like(nbytes)
+        if self.algorithm == "ring":
+            return self._ring_allreduce(nbytes, n, bytes_s)
+        if self.algorithm == "tree":
+            return self._tree_allreduce(nbytes, n, bytes_s)
+        return np.minimum(self._ring_allreduce(nbytes, n, bytes_s), self._tree_allreduce(nbytes, n, bytes_s))
+
     def allreduce_s(self, nbytes, n: int, stride: int = 1):
-        """Ring all-reduce time of `nbytes` (scalar or array) over n devices `stride` apart."""
+        """All-reduce time of `nbytes` (scalar or array) over n devices `stride` apart."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         if n <= 1:
-            return np.zeros_like(nbytes) if nbytes.ndim else 0.0
+            return _out(np.zeros_like(nbytes))
         k = self.members_per_node(n, stride)
-        nodes = n // k
-        t = 2.0 * (k - 1) / k * nbytes / self.intra_bytes_s + 2 * (k - 1) * self.latency_s
-        if nodes > 1:
-            t = t + 2.0 * (nodes - 1) / nodes * (nbytes / k) / self.inter_bytes_s + 2 * (nodes - 1) * self.latency_s
-        return t if t.ndim else float(t)
+        nodes = math.ceil(n / k)
+        if nodes == 1:
+            return _out(self._level_allreduce(nbytes, k, self.intra_bytes_s))
+        intra = self._ring_allreduce(nbytes, k, self.intra_bytes_s) if k > 1 else np.zeros_like(nbytes)
+        return _out(intra + self._level_allreduce(nbytes / k, nodes, self.inter_bytes_s))
 
     def reduce_scatter_s(self, nbytes, n: int, stride: int = 1):
-        """Ring reduce-scatter (or all-gather: same traffic) of `nbytes` over n devices: half an all-reduce."""
-        t = self.allreduce_s(nbytes, n, stride)
-        return t / 2.0
+        """Ring reduce-scatter (or all-gather: same traffic) of `nbytes` over n devices: half a ring all-reduce."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        if n <= 1:
+            return _out(np.zeros_like(nbytes))
+        k = self.members_per_node(n, stride)
+        nodes = math.ceil(n / k)
+        t = (k - 1) / k * nbytes / self.intra_bytes_s + (k - 1) * self.latency_s
+        if nodes > 1:
+            t = t + (nodes - 1) / nodes * (nbytes / k) / self.inter_bytes_s + (nodes - 1) * self.latency_s
+        return _out(t)
 
     all_gather_s = reduce_scatter_s
 
     def p2p_s(self, nbytes, same_node: bool):
         """Send/receive of `nbytes` between two chips, inside a node or across nodes."""
         bw = self.intra_bytes_s if same_node else self.inter_bytes_s
-        t = np.asarray(nbytes, dtype=np.float64) / bw + self.latency_s
-        return t if t.ndim else float(t)
+        return _out(np.asarray(nbytes, dtype=np.float64) / bw + self.latency_s)

@@ -1,0 +1,146 @@
+"""Latency of every operator of a layer on every accelerator point, on one core and on all cores.
+
+One call costs an operator table (OP_COLUMNS of phaze.workload.graph) against a points frame
+(phaze.hardware.enumerate_space) with numpy broadcasting over ops x points; operators and points
+that cost the same are computed once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from phaze.cost.chip import unique_chips
+from phaze.cost.matmul import matmul_latency_s
+from phaze.cost.vector import vector_latency_s
+from phaze.cost.vector_cycles import cycles_per_elem
+from phaze.hardware.rates import GB
+
+UNITS = ("tc", "vc", "net", "none")
+"""Tensor cores, vector cores, the network, nothing (views)."""
+
+COLLECTIVES = {
+    "phaze.all_reduce": "allreduce_s",
+    "phaze.reduce_scatter": "reduce_scatter_s",
+    "phaze.all_gather": "all_gather_s",
+}
+"""Collective targets and the Network method that times them over the TP group."""
+
+
+@dataclass(frozen=True, eq=False)
+class OpLatency:
+    """Per-op unit and latency in seconds: `single_s` on one core of the unit, `parallel_s` spread over
+    all of them; both (n_ops, n_points). Network ops take the same time either way; views take 0."""
+
+    unit: np.ndarray
+    single_s: np.ndarray
+    parallel_s: np.ndarray
+
+
+def op_units(ops: pd.DataFrame) -> np.ndarray:
+    """matmul -> tc, collective -> net, view -> none, every other kind -> vc."""
+    kind = ops["kind"].to_numpy()
+    return np.select([kind == "matmul", kind == "collective", kind == "view"], ["tc", "net", "none"], "vc").astype(str)
+
+
+def elem_bytes(ops: pd.DataFrame) -> np.ndarray:
+    """Bytes per element of each op's output (bytes_written / numel_out)."""
+    numel = ops["numel_out"].to_numpy(dtype=np.float64)
+    written = ops["bytes_written"].to_numpy(dtype=np.float64)
+    if np.any(numel <= 0) or np.any(written <= 0):
+        raise ValueError("costed operators need numel_out > 0 and bytes_written > 0")
+    return written / numel
+
+
+INPUT_STREAMING_KINDS = ("reduction", "softmax", "norm", "loss")
+"""Vector kinds whose lanes process every input element (a sum reads n values to write one); the
+other kinds (elementwise, embedding) process one output element per lane-cycle."""
+
+
+def vector_elements(ops: pd.DataFrame) -> np.ndarray:
+    """Elements a vector op puts through its lanes: its output, or for input-streaming kinds its
+    largest input when that is larger."""
+    numel_out = ops["numel_out"].to_numpy(dtype=np.float64)
+    streams = np.isin(ops["kind"].to_numpy(), INPUT_STREAMING_KINDS)
+    if "in_shapes" not in ops.columns or not streams.any():
+        return numel_out
+    largest_in = np.array([max((math.prod(s) for s in shapes), default=0) for shapes in ops["in_shapes"]], dtype=np.float64)
+    return np.where(streams, np.maximum(numel_out, largest_in), numel_out)
+
+
+def _unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    distinct, inverse = np.unique(matrix, axis=0, return_inverse=True)
+    return distinct, inverse.ravel()
+
+
+def _matmul(ops: pd.DataFrame, chip):
+    cols = np.column_stack([
+        ops[["mm_b", "mm_m", "mm_k", "mm_n"]].to_numpy(dtype=np.float64),
+        elem_bytes(ops),
+        (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
+    ])
+    if np.any(cols[:, :4] <= 0):
+        raise ValueError("a matmul op needs positive mm_b, mm_m, mm_k, mm_n")
+    distinct, inverse = _unique_rows(cols)
+    b, m, k, n, e, io = (distinct[:, i][:, None] for i in range(6))
+    single, parallel = matmul_latency_s(b, m, k, n, e, io, chip)
+    return single, parallel, inverse
+
+
+def _vector(ops: pd.DataFrame, chip):
+    cols = np.column_stack([
+        vector_elements(ops),
+        np.array([cycles_per_elem(t) for t in ops["target"]], dtype=np.float64),
+        (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
+    ])
+    distinct, inverse = _unique_rows(cols)
+    elems, cycles, io = (distinct[:, i][:, None] for i in range(3))
+    single, parallel = vector_latency_s(elems, cycles, io, chip)
+    return single, parallel, inverse
+
+
+def collective_s(ops: pd.DataFrame, network, tp: int) -> np.ndarray:
+    """Time of each collective op over the `tp` devices of its tensor-parallel group (stride 1)."""
+    times = np.empty(len(ops))
+    for i, (target, nbytes) in enumerate(zip(ops["target"], ops["comm_bytes"].to_numpy(dtype=np.float64))):
+        if target not in COLLECTIVES:
+            raise ValueError(f"unknown collective {target!r}; known: {sorted(COLLECTIVES)}")
+        times[i] = getattr(network, COLLECTIVES[target])(nbytes, tp)
+    return times
+
+
+def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int) -> OpLatency:
+    """Latency of each op of `ops` on each point of `points` (one core / all cores), as an OpLatency."""
+    if tp < 1:
+        raise ValueError(f"tp must be >= 1, got {tp}")
+    unit = op_units(ops)
+    chip, point_index = unique_chips(points)
+    single = np.zeros((len(ops), len(points)))
+    parallel = np.zeros((len(ops), len(points)))
+    for name, cost in (("tc", _matmul), ("vc", _vector)):
+        rows = np.flatnonzero(unit == name)
+        if rows.size:
+            s, p, op_index = cost(ops.iloc[rows], chip)
+            single[rows] = np.take(s, point_index, axis=1)[op_index]
+            parallel[rows] = np.take(p, point_index, axis=1)[op_index]
+    rows = np.flatnonzero(unit == "net")
+    if rows.size:
+        single[rows] = collective_s(ops.iloc[rows], network, tp)[:, None]
+        parallel[rows] = single[rows]
+    return OpLatency(unit=unit, single_s=single, parallel_s=parallel)
+
+
+def roofline_s(ops: pd.DataFrame, points: pd.DataFrame) -> np.ndarray:
+    """The roofline of each compute op on each point, (n_ops, n_points): its FLOPs at the chip's peak
+    for its unit, or its bytes at HBM bandwidth, whichever is slower; 0 for network and view ops."""
+    unit = op_units(ops)
+    flops = ops["flops"].to_numpy(dtype=np.float64)[:, None]
+    io = (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64)[:, None]
+    peak = np.where(
+        (unit == "tc")[:, None], points["peak_matmul_flops"].to_numpy()[None, :], points["peak_vector_flops"].to_numpy()[None, :]
+    )
+    bound = np.maximum(flops / peak, io / (points["hbm_gbps"].to_numpy()[None, :] * GB))
+    return np.where(np.isin(unit, ("tc", "vc"))[:, None], bound, 0.0)

@@ -1,0 +1,78 @@
+"""The cost model written as a plain-Python loop over one operator and one accelerator.
+
+Slow and obviously correct: tests check the vectorised `op_latencies` against it, and the benchmark
+measures the speed-up over it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from phaze.cost.latency import COLLECTIVES, INPUT_STREAMING_KINDS
+from phaze.cost.matmul import BLOCKING_OPERANDS
+from phaze.cost.vector_cycles import cycles_per_elem
+from phaze.hardware.rates import GB, GHZ, KIB, MIB
+
+
+def _tile(buffer_bytes: float, elem_bytes: float) -> float:
+    return max(1.0, math.floor(math.sqrt(buffer_bytes / (BLOCKING_OPERANDS * elem_bytes))))
+
+
+def _blocked(b, m, k, n, tile, elem_bytes) -> float:
+    return elem_bytes * b * (m * k * math.ceil(n / tile) + k * n * math.ceil(m / tile) + m * n)
+
+
+def _cycles(b, m, k, n, rows, cols, cores) -> float:
+    dims = {"m": m, "k": k, "n": n}
+    best = math.inf
+    for x, y, z in itertools.permutations("mkn"):
+        tiles = {x: math.ceil(dims[x] / rows), y: math.ceil(dims[y] / cols), z: 1}
+        out_tiles = b * math.prod(t for d, t in tiles.items() if d != "k")
+        per_core = math.ceil(out_tiles / cores)
+        stream = dims[z] if z == "k" else math.ceil(dims[z] / max(1, cores // out_tiles))
+        best = min(best, tiles["k"] * per_core * stream)
+    return best
+
+
+def matmul_s(op, acc) -> tuple[float, float]:
+    b, m, k, n = (int(op[c]) for c in ("mm_b", "mm_m", "mm_k", "mm_n"))
+    e = op["bytes_written"] / op["numel_out"]
+    io = op["bytes_read"] + op["bytes_written"]
+    f = acc.freq_ghz * GHZ
+    hbm_bytes = max(io, _blocked(b, m, k, n, _tile(acc.glb_mib * MIB, e), e))
+    port_bytes = max(hbm_bytes, _blocked(b, m, k, n, _tile(acc.tc_buffer_kib * KIB, e), e))
+    hbm_s = hbm_bytes / (acc.hbm_gbps * GB)
+    port = acc.core_buffer_bytes_per_cycle * f
+    single = max(_cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, 1) / f, hbm_s, port_bytes / min(acc.glb_gbps * GB, port))
+    parallel = max(
+        _cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, acc.n_tc) / f, hbm_s, port_bytes / min(acc.glb_gbps * GB, acc.n_tc * port)
+    )
+    return single, parallel
+
+
+def vector_s(op, acc) -> tuple[float, float]:
+    elems = op["numel_out"]
+    if op["kind"] in INPUT_STREAMING_KINDS:
+        elems = max([elems] + [math.prod(s) for s in op.get("in_shapes", ())])
+    c = cycles_per_elem(op["target"])
+    io = op["bytes_read"] + op["bytes_written"]
+    f = acc.freq_ghz * GHZ
+    hbm_s = io / (acc.hbm_gbps * GB)
+    port = acc.core_buffer_bytes_per_cycle * f
+    single = max(math.ceil(elems / acc.vc_width) * c / f, hbm_s, io / min(acc.glb_gbps * GB, port))
+    parallel = max(math.ceil(elems / (acc.n_vc * acc.vc_width)) * c / f, hbm_s, io / min(acc.glb_gbps * GB, acc.n_vc * port))
+    return single, parallel
+
+
+def op_latency(op, acc, network, tp: int) -> tuple[str, float, float]:
+    """(unit, single-core s, all-cores s) of one op (a dict of OP_COLUMNS) on one Accelerator."""
+    kind = op["kind"]
+    if kind == "view":
+        return "none", 0.0, 0.0
+    if kind == "collective":
+        t = float(getattr(network, COLLECTIVES[op["target"]])(op["comm_bytes"], tp))
+        return "net", t, t
+    if kind == "matmul":
+        return ("tc", *matmul_s(op, acc))
+    return ("vc", *vector_s(op, acc))

@@ -1,0 +1,61 @@
+"""One accelerator design point as an immutable value (a row of the design-space frame)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """PHAZE's template: `n_tc` tensor cores of `tc_rows x tc_cols` MACs, `n_vc` vector cores of
+    `vc_width` lanes, a global buffer, HBM and a clock; area and TDP from the configured models.
+    Inter-chip links are the cluster's (`phaze.cost.network.Network`), shared by every point."""
+
+    n_tc: int
+    tc_rows: int
+    tc_cols: int
+    n_vc: int
+    vc_width: int
+    glb_mib: float
+    hbm_gib: float
+    hbm_gbps: float
+    glb_gbps: float
+    freq_ghz: float
+    core_buffer_bytes_per_cycle: float
+    tc_buffer_kib: float
+    vc_buffer_kib: float
+    area_mm2: float
+    tdp_w: float
+
+    @classmethod
+    def from_row(cls, row) -> "Accelerator":
+        """From a row of `enumerate_space` (a pandas Series, a dict or a namedtuple)."""
+        get = row.get if hasattr(row, "get") else lambda name: getattr(row, name)
+        values = {}
+        for f in fields(cls):
+            value = get(f.name)
+            if value is None:
+                raise KeyError(f"the row has no column {f.name!r}")
+            values[f.name] = int(value) if f.type == "int" else float(value)
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def peak_matmul_flops(self) -> float:
+        return float(peak_matmul_flops(self.n_tc, self.tc_rows, self.tc_cols, self.freq_ghz))
+
+    @property
+    def peak_vector_flops(self) -> float:
+        return float(peak_vector_ops(self.n_vc, self.vc_width, self.freq_ghz))
+
+    @property
+    def hbm_bytes_s(self) -> float:
+        return self.hbm_gbps * GB
+
+    @property
+    def glb_bytes_s(self) -> float:
+        return self.glb_gbps * GB

@@ -1,0 +1,36 @@
+"""Thermal design power: every unit at its peak rate times its energy per operation, plus leakage.
+
+WHAM (Adnan et al. 2024) ranks designs by throughput per TDP under area and power budgets; this is
+the TDP it needs, vectorised over design points. Constants come from conf/hw/power/*.yaml.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PJ = 1e-12
+
+
+def tdp_components_w(power, mac_per_s, vector_ops_per_s, glb_bytes_per_s, hbm_bytes_per_s, area_mm2) -> dict:
+    """Per-component power (W) at peak rates under the power config `power` (a PowerCfg)."""
+    return {
+        "macs": power.pj_per_mac * PJ * np.asarray(mac_per_s, dtype=float),
+        "vector": power.pj_per_vector_op * PJ * np.asarray(vector_ops_per_s, dtype=float),
+        "glb": power.pj_per_glb_byte * PJ * np.asarray(glb_bytes_per_s, dtype=float),
+        "hbm": power.pj_per_hbm_byte * PJ * np.asarray(hbm_bytes_per_s, dtype=float),
+        "leakage": power.leakage_w_per_mm2 * np.asarray(area_mm2, dtype=float),
+    }
+
+
+def tdp_w(power, **rates) -> np.ndarray:
+    """Total TDP in watts (the sum of `tdp_components_w`)."""
+    return sum(tdp_components_w(power, **rates).values())
+
+
+def perf_per_tdp(throughput, tdp_w_):
+    """Throughput per watt of TDP (WHAM's objective); same units as `throughput`, per W."""
+    tdp = np.asarray(tdp_w_, dtype=float)
+    if np.any(tdp <= 0):
+        raise ValueError("TDP must be positive to compute throughput per TDP")
+    out = np.asarray(throughput, dtype=float) / tdp
+    return out if out.ndim else float(out)

@@ -1,0 +1,76 @@
+"""Collective times: ring, tree and hierarchical formulas against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phaze.cost import Network
+from tests.conftest import compose_cfg
+
+GIB = 1024**3
+
+
+def flat(n=1024, gbps=4.0, latency_s=0.0, algorithm="ring"):
+    return Network(devices=n, node_size=n, intra_bytes_s=gbps * 1e9, inter_bytes_s=gbps * 1e9,
+                   latency_s=latency_s, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 1024])
+def test_ring_allreduce_moves_2_n_minus_1_over_n_of_the_data(n):
+    nbytes, b = 3.0 * GIB, 4e9
+    assert flat(gbps=4.0).allreduce_s(nbytes, n) == pytest.approx(2 * (n - 1) / n * nbytes / b, rel=1e-12)
+
+
+def test_phaze_cluster_is_one_4_gib_s_link_per_chip():
+    net = Network.from_cfg(compose_cfg("cluster=phaze_1024").cluster)
+    assert net.intra_bytes_s == net.inter_bytes_s == 4 * GIB
+    assert net.allreduce_s(1e9, 8) == pytest.approx(2 * 7 / 8 * 1e9 / (4 * GIB), rel=1e-12)
+    assert net.allreduce_s(1e9, 1) == 0.0
+
+
+def test_reduce_scatter_and_all_gather_are_half_a_ring_allreduce():
+    net = flat(latency_s=1e-6)
+    assert net.reduce_scatter_s(1e8, 16) == pytest.approx(15 / 16 * 1e8 / 4e9 + 15e-6, rel=1e-12)
+    assert net.all_gather_s(1e8, 16) == pytest.approx(net.allreduce_s(1e8, 16) / 2, rel=1e-12)
+
+
+def test_latency_term_counts_ring_steps():
+    assert flat(latency_s=2e-6).allreduce_s(0.0, 8) == pytest.approx(2 * 7 * 2e-6)
+
+
+def test_tree_and_best_algorithms():
+    nbytes = 1e6
+    tree = flat(latency_s=1e-5, algorithm="tree").allreduce_s(nbytes, 64)
+    assert tree == pytest.approx(2 * nbytes / 4e9 + 2 * 6 * 1e-5, rel=1e-12)
+    ring = flat(latency_s=1e-5).allreduce_s(nbytes, 64)
+    assert ring == pytest.approx(2 * 63 / 64 * nbytes / 4e9 + 2 * 63 * 1e-5, rel=1e-12)
+    assert flat(latency_s=1e-5, algorithm="best").allreduce_s(nbytes, 64) == min(tree, ring)
+    with pytest.raises(ValueError):
+        flat(algorithm="butterfly")
+
+
+def test_hierarchical_allreduce_by_hand():
+    net = Network.from_cfg(compose_cfg("cluster=dgx_a100").cluster)
+    assert (net.node_size, net.intra_bytes_s, net.inter_bytes_s) == (8, 300e9, 25e9)
+    nbytes = 8e9
+    # 32 GPUs = 4 nodes of 8: intra ring 2*7/8*B over NVLink, then the B/8 shard across 4 nodes over IB.
+    expected = 2 * 7 / 8 * nbytes / 300e9 + 2 * 3 / 4 * (nbytes / 8) / 25e9
+    assert net.allreduce_s(nbytes, 32) == pytest.approx(expected, rel=1e-12)
+    # Inside one node only NVLink is used.
+    assert net.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / 300e9, rel=1e-12)
+    # Members 8 apart sit on different nodes: a flat ring over InfiniBand.
+    assert net.allreduce_s(nbytes, 4, stride=8) == pytest.approx(2 * 3 / 4 * nbytes / 25e9, rel=1e-12)
+    # The hierarchical reduce-scatter is half of it.
+    assert net.reduce_scatter_s(nbytes, 32) == pytest.approx(expected / 2, rel=1e-12)
+
+
+def test_dgx_h100_rates_and_p2p():
+    net = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
+    assert net.p2p_s(9e9, same_node=True) == pytest.approx(9e9 / 450e9)
+    assert net.p2p_s(9e9, same_node=False) == pytest.approx(9e9 / 50e9)
+
+
+def test_arrays_broadcast():
+    times = flat().allreduce_s(np.array([1e6, 2e6]), 4)
+    assert times.shape == (2,) and times[1] == pytest.approx(2 * times[0])
