@@ -32,17 +32,24 @@ class DirectionCost:
     solve_s: float
 
 
-def schedule_direction(graph: OpGraph, point: pd.DataFrame, network: Network, tp: int, schedule_cfg) -> DirectionCost:
-    """Cost every operator of one direction on the point and schedule them on its cores."""
+def schedule_direction(graph: OpGraph, point: pd.DataFrame, network: Network, tp: int, schedule_cfg, inter_op_parallel: bool = True) -> DirectionCost:
+    """Cost every operator of one direction on the point and schedule them on its cores.
+
+    Without inter-operator parallelism (a GPU's single stream) every operator runs alone on all
+    cores, so the layer takes the sum of the all-core latencies and no ILP is needed.
+    """
     compute = graph.without_views()
     lat = op_latencies(compute.ops, point, network, tp)
     single, parallel = lat.single_s[:, 0], lat.parallel_s[:, 0]
+    tp_comm_s = float(single[lat.unit == "net"].sum())
+    if not inter_op_parallel:
+        return DirectionCost(float(parallel.sum()), tp_comm_s, 0.0)
     row = point.iloc[0]
     sched = schedule_layer(compute, lat.unit, single, parallel, int(row.n_tc), int(row.n_vc), schedule_cfg)
-    return DirectionCost(float(sched.makespan_s), float(single[lat.unit == "net"].sum()), float(sched.solve_s))
+    return DirectionCost(float(sched.makespan_s), tp_comm_s, float(sched.solve_s))
 
 
-def part_costs(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values) -> dict[str, PartCosts]:
+def part_costs(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True) -> dict[str, PartCosts]:
     """PartCosts for pre, layer and post over every (mbs, TP width); NaN where a width was not extracted."""
     mbs_values = sorted(workloads)
     shape = (len(mbs_values), len(tp_values))
@@ -55,8 +62,8 @@ def part_costs(workloads: dict[int, Workload], point: pd.DataFrame, network: Net
                 continue
             for part in PARTS:
                 g = w.part(t, part)
-                fwd = schedule_direction(g.fwd, point, network, t, schedule_cfg)
-                bwd = schedule_direction(g.bwd, point, network, t, schedule_cfg)
+                fwd = schedule_direction(g.fwd, point, network, t, schedule_cfg, inter_op_parallel)
+                bwd = schedule_direction(g.bwd, point, network, t, schedule_cfg, inter_op_parallel)
                 a = arrays[part]
                 a["fwd_s"][mi, ti], a["bwd_s"][mi, ti] = fwd.latency_s, bwd.latency_s
                 a["tp_comm_fwd_s"][mi, ti], a["tp_comm_bwd_s"][mi, ti] = fwd.tp_comm_s, bwd.tp_comm_s
@@ -76,7 +83,7 @@ def load_workloads(cfg) -> dict[int, Workload]:
 def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network) -> PlacementInput:
     """The placement DP's input for one accelerator point: every part costed and scheduled."""
     tp_values = sorted({t for w in workloads.values() for t in w.graphs})
-    costs = part_costs(workloads, point, network, cfg.schedule, tp_values)
+    costs = part_costs(workloads, point, network, cfg.schedule, tp_values, bool(cfg.hw.inter_op_parallel))
     any_w = next(iter(workloads.values()))
     chip = Accelerator.from_row(point.iloc[0])
     return PlacementInput.from_parts(
@@ -84,7 +91,7 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
         mbs_values=np.array(sorted(workloads)), tp_values=np.array(tp_values),
         devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
         hbm_bytes=float(point.iloc[0].hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
-        bytes_per_elem=int(cfg.train.bytes_per_elem), model_flops_per_seq=any_w.train_matmul_flops_per_seq(1),
+        bytes_per_elem=int(cfg.train.bytes_per_elem), model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
         peak_flops_s=chip.peak_matmul_flops, part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
     )
 

@@ -26,15 +26,18 @@ def resolve_tracking_uri(uri: str | None, root: Path | None = None) -> str:
     return f"sqlite:///{(folder / DB_NAME).resolve()}"
 
 
-def _experiment_id(mlflow, name: str, uri: str) -> str:
-    """The experiment's id, creating it with artifacts under mlruns/artifacts for a local SQLite store."""
-    existing = mlflow.get_experiment_by_name(name)
+def experiment_id(client, name: str, uri: str) -> str:
+    """The experiment's id, creating it with artifacts under mlruns/artifacts for a local SQLite store.
+
+    `client` is the `mlflow` module or an `MlflowClient`: both offer these two calls.
+    """
+    existing = client.get_experiment_by_name(name)
     if existing is not None:
         return existing.experiment_id
     artifact_location = None
     if uri.startswith("sqlite:///"):
         artifact_location = (Path(uri[len("sqlite:///"):]).parent / ARTIFACTS_DIR).resolve().as_uri()
-    return mlflow.create_experiment(name, artifact_location=artifact_location)
+    return client.create_experiment(name, artifact_location=artifact_location)
 
 
 def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metrics: dict, config_yaml: str, tags: dict | None = None) -> str:
@@ -42,7 +45,7 @@ def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metr
     import mlflow
 
     mlflow.set_tracking_uri(uri)
-    exp_id = _experiment_id(mlflow, experiment, uri)
+    exp_id = experiment_id(mlflow, experiment, uri)
     with mlflow.start_run(experiment_id=exp_id, run_name=run_name) as run:
         mlflow.log_params(params)
         mlflow.log_metrics(metrics)

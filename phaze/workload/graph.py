@@ -125,7 +125,7 @@ class Workload:
     def part(self, tp: int, part: str) -> LayerGraph:
         return self.graphs[tp][part]
 
-    def train_matmul_flops_per_seq(self, tp: int = 1) -> float:
+    def train_matmul_flops_per_seq(self, tp: int) -> float:
         """Matmul FLOPs of one training step (fwd + bwd) per sequence, summed over all devices of a TP group."""
         g = self.graphs[tp]
         per_mb = g["pre"].matmul_flops() + self.num_layers * g["layer"].matmul_flops() + g["post"].matmul_flops()
