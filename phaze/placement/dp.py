@@ -1,0 +1,307 @@
+"""Numba kernels of the placement DP (all @njit(cache=True) on numpy arrays): Pareto fronts over
+(max stage load, max stage weights) and the reconstruction of a plan meeting a (load, weights) point.
+
+State (q, i, k): parts i..n-1 split into exactly q stages on exactly k devices (one TP width per
+stage); the stage that starts at i is the q-th from the pipeline end, so under 1F1B it holds
+min(q, cap) microbatches. A cell keeps every Pareto-optimal pair (L, P): L the largest stage load
+(the 1F1B bottleneck), P the largest per-device weights of a stage (which sizes the slowest
+data-parallel all-reduce). Both are maxima, so a cell's front is built from its children's fronts.
+
+Per-(width, part) arrays: fwd, bwd, prm, sav, inb (stage input, stashed under recompute), recv
+(receive time of a stage starting at part i; 0 at i = 0), send (send time of a stage ending at
+part j; 0 at the last part). Parts are summed left to right, as the plan evaluator does.
+
+The per-stage formulas live here with the kernels: Numba's cache only tracks the file of each
+compiled function (reference/ecosystem.md §5), so helpers in another file could go stale.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def stage_compute_s(fwd_s, bwd_s, recompute):
+    """Per-microbatch compute of a stage (TP all-reduces included): fwd + bwd, plus fwd again when recomputing."""
+    if recompute:
+        return fwd_s + bwd_s + fwd_s
+    return fwd_s + bwd_s
+
+
+@njit(cache=True)
+def stage_recomputes(recompute, stages_to_end):
+    """Recompute applies to every stage but the last, which runs backward right after forward (PHAZE §6.4)."""
+    return recompute and stages_to_end > 1
+
+
+@njit(cache=True)
+def inflight_microbatches(stages_to_end, microbatches):
+    """Microbatches a stage holds under 1F1B: its distance to the pipeline end (last stage: 1), at most m."""
+    return min(stages_to_end, microbatches)
+
+
+@njit(cache=True)
+def stage_memory_bytes(param_bytes, saved_bytes, input_bytes, inflight, recompute, state_mult):
+    """Peak bytes on a stage device holding `inflight` microbatches under 1F1B: weights, gradients
+    and optimizer state (`state_mult` x weights) plus activations. Without recompute every in-flight
+    microbatch keeps its saved activations; with recompute all but the one in backward keep only
+    the stage input (`saved_bytes` includes that input)."""
+    if recompute:
+        activations = saved_bytes + (inflight - 1) * input_bytes
+    else:
+        activations = saved_bytes * inflight
+    return param_bytes * state_mult + activations
+
+
+@njit(cache=True)
+def _insert(row_l, row_p, row_c, k, load, param):
+    """Add (load, param) to the front of cell k unless dominated; drop the points it dominates.
+    False when the cell already holds row_l.shape[1] points."""
+    c = row_c[k]
+    for e in range(c):
+        if row_l[k, e] <= load and row_p[k, e] <= param:
+            return True
+    w = 0
+    for e in range(c):
+        le = row_l[k, e]
+        pe = row_p[k, e]
+        if not (load <= le and param <= pe):
+            row_l[k, w] = le
+            row_p[k, w] = pe
+            w += 1
+    if w >= row_l.shape[1]:
+        return False
+    row_l[k, w] = load
+    row_p[k, w] = param
+    row_c[k] = w + 1
+    return True
+
+
+@njit(cache=True)
+def _grown(pool, needed):
+    """`pool` with room for at least `needed` values (doubling), contents kept."""
+    if needed <= pool.shape[0]:
+        return pool
+    out = np.empty(max(needed, 2 * pool.shape[0]))
+    out[: pool.shape[0]] = pool
+    return out
+
+
+@njit(cache=True)
+def _bounds(fwd, bwd, widths, k_max, rep_k, rep_m):
+    """m_lb[k]: fewest microbatches of a replica count allowing k devices; prefix_a[i, k] + q
+    prefix_b[i, k]: least batch time forced by parts 0..i-1 on the devices a (q, i, k) cell leaves."""
+    n_w, n = fwd.shape
+    m_lb = np.full(k_max + 1, np.inf)
+    for r in range(rep_k.shape[0]):
+        for k in range(min(rep_k[r], k_max) + 1):
+            m_lb[k] = min(m_lb[k], rep_m[r])
+    work = np.zeros(n + 1)
+    for part in range(n):
+        least = np.inf
+        for wi in range(n_w):
+            least = min(least, widths[wi] * (fwd[wi, part] + bwd[wi, part]))
+        work[part + 1] = work[part] + least
+    prefix_a = np.full((n + 1, k_max + 1), np.inf)
+    prefix_b = np.full((n + 1, k_max + 1), np.inf)
+    for i in range(n + 1):
+        for k in range(k_max + 1):
+            for r in range(rep_k.shape[0]):
+                if i == 0 and k <= rep_k[r]:
+                    prefix_a[i, k] = 0.0
+                    prefix_b[i, k] = 0.0
+                elif i > 0 and k < rep_k[r]:
+                    x = work[i] / (rep_k[r] - k)
+                    prefix_a[i, k] = min(prefix_a[i, k], x * rep_m[r])
+                    prefix_b[i, k] = min(prefix_b[i, k], x)
+    return m_lb, prefix_a, prefix_b
+
+
+@njit(cache=True)
+def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
+                  cap, q_max, k_max, rep_k, rep_m, bound, front_cap):
+    """Fronts of the cells (q, 0, k) for q <= q_max, k <= k_max (k in units of `widths`).
+
+    A layer q is kept as a pool of points with start/count per cell (i, k); the cells of one i
+    are built in a row buffer of `front_cap` points each, then appended to the pool.
+    The run serves replica counts d with pipelines of at most rep_k[r] devices and rep_m[r]
+    microbatches. Pruning against `bound` (a batch time already reached) drops what cannot beat it:
+    a partial plan (q, i, k) with max load L ends at >= L (m + q - 1) for the fewest m of any d
+    allowing k devices; and its prefix (parts before i, one stage at least) must run on the other
+    K_d - k devices, so some stage's load is >= W_i / (K_d - k), W_i the prefix's least
+    device-seconds, giving >= W_i / (K_d - k) (m_d + q).
+    Returns (L, P, count, ok): the points of the cells (q, 0, k) in (q, k) order, their count
+    per cell, and ok = False when a cell outgrew `front_cap`.
+    """
+    n_w, n = fwd.shape
+    t_min = widths.min()
+    t_max = widths.max()
+    m_lb, prefix_a, prefix_b = _bounds(fwd, bwd, widths, k_max, rep_k, rep_m)
+    prev_start = np.zeros((n + 1, k_max + 1), np.int64)
+    prev_cnt = np.zeros((n + 1, k_max + 1), np.int64)
+    cur_start = np.zeros((n + 1, k_max + 1), np.int64)
+    cur_cnt = np.zeros((n + 1, k_max + 1), np.int64)
+    prev_l = np.zeros(1)  # the empty suffix: no stage, L = P = 0
+    prev_p = np.zeros(1)
+    prev_cnt[n, 0] = 1
+    row_l = np.empty((k_max + 1, front_cap))
+    row_p = np.empty((k_max + 1, front_cap))
+    row_c = np.zeros(k_max + 1, np.int64)
+    out_l = np.empty(1024)
+    out_p = np.empty(1024)
+    out_cnt = np.zeros((q_max + 1, k_max + 1), np.int64)
+    out_used = 0
+    prev_lo, prev_hi, cur_lo, cur_hi = 0, 0, 0, k_max  # k range each buffer last held
+    for q in range(1, q_max + 1):
+        cur_cnt[:, cur_lo : cur_hi + 1] = 0
+        cur_lo, cur_hi = q * t_min, min(k_max, q * t_max)
+        cur_l = np.empty(max(1024, prev_l.shape[0]))
+        cur_p = np.empty(cur_l.shape[0])
+        used = 0
+        inflight = inflight_microbatches(q, cap)
+        rcs = stage_recomputes(recompute, q)
+        slots = m_lb + (q - 1)
+        for i in range(n - q + 1):
+            row_c[cur_lo : cur_hi + 1] = 0
+            for wi in range(n_w):
+                t = widths[wi]
+                k_lo = t + (q - 1) * t_min
+                if k_lo > k_max:
+                    continue
+                k_hi = min(k_max, t + (q - 1) * t_max)
+                f = 0.0
+                b = 0.0
+                p = 0.0
+                s = 0.0
+                for j in range(i, n - q + 1):
+                    f += fwd[wi, j]
+                    b += bwd[wi, j]
+                    p += prm[wi, j]
+                    s += sav[wi, j]
+                    if stage_memory_bytes(p, s, inb[wi, i], inflight, rcs, state_mult) > hbm_bytes:
+                        break
+                    core = stage_compute_s(f, b, rcs) + recv[wi, i]
+                    if core * slots[k_lo] > bound:
+                        break
+                    load = core + send[wi, j]
+                    for k in range(k_lo, k_hi + 1):
+                        if load * slots[k] > bound:
+                            break
+                        if prefix_a[i, k] + q * prefix_b[i, k] > bound:
+                            continue
+                        kc = k - t
+                        first = prev_start[j + 1, kc]
+                        for e in range(first, first + prev_cnt[j + 1, kc]):
+                            a = max(load, prev_l[e])
+                            if a * slots[k] > bound:
+                                continue
+                            if not _insert(row_l, row_p, row_c, k, a, max(p, prev_p[e])):
+                                return out_l[:out_used], out_p[:out_used], out_cnt, False
+            cur_l = _grown(cur_l, used + row_c[cur_lo : cur_hi + 1].sum())
+            cur_p = _grown(cur_p, cur_l.shape[0])
+            for k in range(cur_lo, cur_hi + 1):
+                cur_start[i, k] = used
+                cur_cnt[i, k] = row_c[k]
+                for e in range(row_c[k]):
+                    cur_l[used] = row_l[k, e]
+                    cur_p[used] = row_p[k, e]
+                    used += 1
+        out_l = _grown(out_l, out_used + used)
+        out_p = _grown(out_p, out_l.shape[0])
+        for k in range(cur_lo, cur_hi + 1):
+            out_cnt[q, k] = cur_cnt[0, k]
+            first = cur_start[0, k]
+            for e in range(first, first + cur_cnt[0, k]):
+                out_l[out_used] = cur_l[e]
+                out_p[out_used] = cur_p[e]
+                out_used += 1
+        prev_l, prev_p = cur_l, cur_p
+        prev_start, cur_start = cur_start, prev_start
+        prev_cnt, cur_cnt = cur_cnt, prev_cnt
+        prev_lo, prev_hi, cur_lo, cur_hi = cur_lo, cur_hi, prev_lo, prev_hi
+    return out_l[:out_used], out_p[:out_used], out_cnt, True
+
+
+@njit(cache=True)
+def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
+               cap, q_star, k_star, load_cap, param_cap):
+    """reach[q, i, k]: parts i.. fit q stages on k devices with every stage load <= load_cap and weights <= param_cap."""
+    n_w, n = fwd.shape
+    reach = np.zeros((q_star + 1, n + 1, k_star + 1), np.bool_)
+    reach[0, n, 0] = True
+    for q in range(1, q_star + 1):
+        inflight = inflight_microbatches(q, cap)
+        rcs = stage_recomputes(recompute, q)
+        for i in range(n - q + 1):
+            for wi in range(n_w):
+                t = widths[wi]
+                if t > k_star:
+                    continue
+                f = 0.0
+                b = 0.0
+                p = 0.0
+                s = 0.0
+                for j in range(i, n - q + 1):
+                    f += fwd[wi, j]
+                    b += bwd[wi, j]
+                    p += prm[wi, j]
+                    s += sav[wi, j]
+                    if stage_memory_bytes(p, s, inb[wi, i], inflight, rcs, state_mult) > hbm_bytes:
+                        break
+                    core = stage_compute_s(f, b, rcs) + recv[wi, i]
+                    if core > load_cap or p > param_cap:
+                        break
+                    if core + send[wi, j] > load_cap:
+                        continue
+                    for k in range(t, k_star + 1):
+                        if reach[q - 1, j + 1, k - t]:
+                            reach[q, i, k] = True
+    return reach
+
+
+@njit(cache=True)
+def reconstruct(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
+                cap, q_star, k_star, load_cap, param_cap):
+    """Stages (first_part, last_part, width index) of a q_star-stage, k_star-device plan meeting the caps; ok flag."""
+    n_w, n = fwd.shape
+    reach = _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
+                       cap, q_star, k_star, load_cap, param_cap)
+    stages = np.full((q_star, 3), -1, np.int64)
+    if not reach[q_star, 0, k_star]:
+        return stages, False
+    i = 0
+    k = k_star
+    for q in range(q_star, 0, -1):
+        inflight = inflight_microbatches(q, cap)
+        rcs = stage_recomputes(recompute, q)
+        found = False
+        for wi in range(n_w):
+            t = widths[wi]
+            if t > k or found:
+                continue
+            f = 0.0
+            b = 0.0
+            p = 0.0
+            s = 0.0
+            for j in range(i, n - q + 1):
+                f += fwd[wi, j]
+                b += bwd[wi, j]
+                p += prm[wi, j]
+                s += sav[wi, j]
+                if stage_memory_bytes(p, s, inb[wi, i], inflight, rcs, state_mult) > hbm_bytes:
+                    break
+                core = stage_compute_s(f, b, rcs) + recv[wi, i]
+                if core > load_cap or p > param_cap:
+                    break
+                if core + send[wi, j] <= load_cap and reach[q - 1, j + 1, k - t]:
+                    stages[q_star - q, 0] = i
+                    stages[q_star - q, 1] = j
+                    stages[q_star - q, 2] = wi
+                    i = j + 1
+                    k -= t
+                    found = True
+                    break
+        if not found:
+            return stages, False
+    return stages, i == n and k == 0
