@@ -117,6 +117,12 @@ class HwCfg:
     # layer ILP decides). False: one operator at a time over all cores (a GPU launching kernels on
     # one CUDA stream, with blocking tensor-parallel collectives, as Megatron-LM does).
     inter_op_parallel: bool = True
+    # Achievable fraction of the tensor-core peak for large matmuls, in (0, 1] (1: ideal roofline; tiling losses apply on top).
+    matmul_efficiency: float = 1.0
+    # Achievable fraction of the HBM and on-chip buffer bandwidths, in (0, 1] (1: ideal roofline).
+    memory_efficiency: float = 1.0
+    # Fixed seconds added to every compute (tensor- or vector-core) operator: kernel launch and tail; >= 0.
+    op_overhead_s: float = 0.0
     area: AreaCfg = MISSING
     power: PowerCfg = MISSING
     source: str = ""
@@ -149,6 +155,7 @@ class TrainCfg:
     mbs: Any = field(default_factory=lambda: [1, 2, 4, 8])
     recompute: Any = field(default_factory=lambda: [False, True])
     tp_widths: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    recompute_granularity: str = "layer"  # layer = Megatron per-layer checkpoints | stage = PHAZE's stage-input checkpoint
 
 
 @dataclass

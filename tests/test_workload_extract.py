@@ -131,3 +131,12 @@ def test_without_views_keeps_dependencies():
 def test_invalid_microbatch_rejected():
     with pytest.raises(ValueError, match="train.mbs"):
         extract_mod.extract_uncached(compose_cfg("model=gpt2").model, mbs=0)
+
+
+def test_embedding_reads_only_the_gathered_rows(llama):
+    pre = llama.part(1, "pre").fwd.ops
+    emb = pre[pre.target == "embedding"].iloc[0]
+    tokens, hidden = 4096, 4096
+    # token ids (int64) plus one bf16 row of the table per token; not the 32000-row table
+    assert emb.bytes_read == tokens * 8 + tokens * hidden * 2
+    assert emb.bytes_written == tokens * hidden * 2

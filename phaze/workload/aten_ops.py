@@ -29,6 +29,10 @@ VIEW = {
 }
 
 
+GATHERS = {"embedding", "gather", "index_select"}
+"""Lookups: their first argument is a table of which only the gathered rows are read."""
+
+
 def op_name(target) -> str:
     """Short operator name: the aten overload packet ("mm", "add"), or "ns.op" outside aten."""
     if isinstance(target, torch._ops.OpOverload):

@@ -24,12 +24,13 @@ from phaze.workload.trace import part_graph
 
 log = logging.getLogger(__name__)
 
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 3
 """Bump when the extracted tables change meaning, so stale caches are not reused."""
 
 ARCH_FIELDS = (
     "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
     "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
+    "attention",
 )
 """The model fields that change the extracted graphs (name, source and expert placement do not)."""
 

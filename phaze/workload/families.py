@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from phaze.workload.attention import HF_NAME, check_attention, register_with_transformers
 from phaze.workload.tensor_parallel import (
     TPPlan,
     shard_block,
@@ -269,6 +270,8 @@ FAMILIES: dict[str, Family] = {
 
 
 def family_of(cfg) -> Family:
+    """The family of `cfg`, after checking `model.family` and `model.attention`."""
+    check_attention(cfg.attention)
     try:
         return FAMILIES[cfg.family]
     except KeyError:
@@ -276,10 +279,15 @@ def family_of(cfg) -> Family:
 
 
 def build_model(cfg, num_layers: int, dtype=torch.bfloat16) -> nn.Module:
-    """The Hugging Face model for `cfg` with `num_layers` blocks, on `meta`, eager attention, training mode."""
+    """The Hugging Face model for `cfg` with `num_layers` blocks, on `meta`, in training mode, with eager
+    attention or our FlashAttention operator (`model.attention`)."""
     family = family_of(cfg)
     hf_cfg = family.build_config(cfg, num_layers)
-    hf_cfg._attn_implementation = "eager"  # SDPA on meta fails inside AOTAutograd (ecosystem.md §6.2)
+    if cfg.attention == "flash":
+        register_with_transformers()
+        hf_cfg._attn_implementation = HF_NAME
+    else:
+        hf_cfg._attn_implementation = "eager"  # SDPA on meta fails inside AOTAutograd (ecosystem.md §6.2)
     with torch.device("meta"):
         model = family.model_class()(hf_cfg)
     return model.to(dtype).train()

@@ -20,7 +20,7 @@ every other kind runs on vector cores."""
 OP_COLUMNS = (
     "op_id", "name", "target", "kind", "out_shape", "in_shapes", "numel_out", "flops",
     "bytes_read", "bytes_written", "param_bytes", "saved_bytes",
-    "mm_b", "mm_m", "mm_k", "mm_n", "comm_bytes",
+    "mm_b", "mm_m", "mm_k", "mm_n", "comm_bytes", "elem_bytes", "fused",
 )
 EDGE_COLUMNS = ("src", "dst", "bytes")
 
@@ -32,7 +32,10 @@ class OpGraph:
     `ops` has OP_COLUMNS, one row per operator, `op_id` = 0..n-1 in a topological order. For a
     matmul, (mm_b, mm_m, mm_k, mm_n) is C[b, m, n] = A[b, m, k] @ B[b, k, n]; zeros otherwise.
     `comm_bytes` is the tensor size a collective reduces; `saved_bytes` (forward only) the bytes of
-    the op's output kept for the backward pass. `edges` (src, dst, bytes) are data dependencies.
+    the op's output kept for the backward pass; `elem_bytes` the size of one element it computes.
+    `fused` marks a step inside a fused kernel (FlashAttention): its operands stay on chip, so its
+    own bytes_read / bytes_written are all the memory traffic it causes. `edges` (src, dst, bytes)
+    are data dependencies.
     """
 
     ops: pd.DataFrame

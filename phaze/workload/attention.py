@@ -1,0 +1,204 @@
+"""FlashAttention as one traced operator, and the steps its kernel runs on chip.
+
+`phaze::flash_attention` and `phaze::flash_attention_backward` are real custom operators (with fake
+implementations for `meta` tracing), registered with Hugging Face's attention registry, so the
+traced graphs hold one fused node per direction, as a FlashAttention training run launches one
+kernel. Its inputs and outputs are FlashAttention's: q, k, v in [b, s, heads, d] (K/V with fewer
+heads under GQA, never repeated), out [b, s, heads, d] and the log-sum-exp lse [b, heads, s] in fp32,
+the only tensors saved for backward (Dao et al. 2022, arXiv 2205.14135; Dao 2023, FlashAttention-2,
+arXiv 2307.08691, Algorithms 1 and 2). `kernel_steps` says which matmuls and vector passes
+the kernel executes on those shapes, so the operator tables can cost it with the existing kinds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+ATTENTION_IMPLEMENTATIONS = ("eager", "flash")
+"""Values of `model.attention`: Hugging Face's eager attention (PHAZE) or the fused FlashAttention kernel."""
+
+HF_NAME = "phaze_fused"
+"""The name of our FlashAttention function in Hugging Face's AttentionInterface. Not "phaze_flash":
+transformers treats any name containing "flash" as a request for the flash-attn package or a Hub
+kernel (utils.generic.is_flash_attention_requested) and fails to import one at model build."""
+
+FLASH_FORWARD = "phaze.flash_attention"
+FLASH_BACKWARD = "phaze.flash_attention_backward"
+FLASH_OPS = (FLASH_FORWARD, FLASH_BACKWARD)
+"""Traced operator names (aten_ops.op_name) of the two kernels."""
+
+CAUSAL_WORK_FRACTION = 0.5
+"""Share of the s x s score blocks a causal kernel computes: FlashAttention-2 skips every block lying
+wholly above the diagonal, about half of them for long sequences (arXiv 2307.08691 §3.1.1, causal
+masking), so its s^2 matmuls and vector passes do half the non-causal work (the diagonal blocks'
+extra share, one block row in s / block size, is left out)."""
+
+LSE_DTYPE = torch.float32
+"""FlashAttention keeps the softmax statistics (log-sum-exp per query row) in fp32."""
+
+
+def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[1] != k.shape[1] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"flash attention expects q [b, s, h, d] and k, v [b, s, h_kv, d]; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[2] % k.shape[2]:
+        raise ValueError(f"query heads ({q.shape[2]}) must be a multiple of key/value heads ({k.shape[2]})")
+
+
+def _accumulate(x: torch.Tensor) -> torch.Tensor:
+    """x in the kernel's accumulation precision: fp32, or the input's own when wider."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def _reference_probs(q, k, scale: float, causal: bool, dropout_p: float):
+    """Heads-first q, k repeated over the GQA groups, and the scores S (masked when causal): the math the kernel fuses."""
+    if dropout_p:
+        raise ValueError("the reference flash kernel has no dropout RNG: evaluate it with dropout_p=0 (tracing on meta accepts any)")
+    group = q.shape[2] // k.shape[2]
+    qh = _accumulate(q.transpose(1, 2))
+    kh = _accumulate(k.transpose(1, 2)).repeat_interleave(group, dim=1)
+    scores = qh @ kh.transpose(-1, -2) * scale
+    if causal:
+        s = q.shape[1]
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), -math.inf)
+    return qh, kh, scores, group
+
+
+@torch.library.custom_op("phaze::flash_attention", mutates_args=())
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool, dropout_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(scale * q k^T [causal mask]) v per head, and the log-sum-exp of each score row."""
+    _check_layout(q, k, v)
+    _, _, scores, group = _reference_probs(q, k, scale, causal, dropout_p)
+    lse = torch.logsumexp(scores, dim=-1)
+    vh = _accumulate(v.transpose(1, 2)).repeat_interleave(group, dim=1)
+    out = torch.exp(scores - lse[..., None]) @ vh
+    return out.transpose(1, 2).to(q.dtype).contiguous(), lse.to(LSE_DTYPE)
+
+
+@flash_attention.register_fake
+def _flash_attention_fake(q, k, v, scale, causal, dropout_p):
+    _check_layout(q, k, v)
+    b, s, h, _ = q.shape
+    return torch.empty_like(q), q.new_empty(b, h, s, dtype=LSE_DTYPE)
+
+
+@torch.library.custom_op("phaze::flash_attention_backward", mutates_args=())
+def flash_attention_backward(
+    grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+    scale: float, causal: bool, dropout_p: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) from the recomputed P = exp(S - lse): FlashAttention-2's backward (arXiv 2307.08691 Alg. 2)."""
+    _check_layout(q, k, v)
+    qh, kh, scores, group = _reference_probs(q, k, scale, causal, dropout_p)
+    b, s, h_kv, d = k.shape
+    probs = torch.exp(scores - _accumulate(lse)[..., None])
+    vh = _accumulate(v.transpose(1, 2)).repeat_interleave(group, dim=1)
+    do = _accumulate(grad_out.transpose(1, 2))
+    dv = probs.transpose(-1, -2) @ do
+    dp = do @ vh.transpose(-1, -2)
+    delta = (do * _accumulate(out.transpose(1, 2))).sum(-1, keepdim=True)
+    ds = probs * (dp - delta) * scale
+    dq = ds @ kh
+    dk = ds.transpose(-1, -2) @ qh
+
+    def per_kv_head(x):
+        return x.view(b, h_kv, group, s, d).sum(2).transpose(1, 2).to(k.dtype).contiguous()
+
+    return dq.transpose(1, 2).to(q.dtype).contiguous(), per_kv_head(dk), per_kv_head(dv)
+
+
+@flash_attention_backward.register_fake
+def _flash_attention_backward_fake(grad_out, q, k, v, out, lse, scale, causal, dropout_p):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, scale, causal, dropout_p = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.args = (scale, causal, dropout_p)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = flash_attention_backward(grad_out, q, k, v, out, lse, *ctx.args)
+    return dq, dk, dv, None, None, None
+
+
+flash_attention.register_autograd(_backward, setup_context=_setup_context)
+
+
+def hf_flash_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Hugging Face attention function: heads-first [b, h, s, d] in, ([b, s, h, d], no weights) out.
+
+    Causal when the module is (decoders: Llama, GPT-2, OPT; not BERT's encoder). The additive mask is
+    not read: causality is the kernel's flag and the traced sequences are full, unpadded ones.
+    """
+    scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+    causal = bool(kwargs.get("is_causal", module.is_causal))
+    out, _ = flash_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale, causal, float(dropout))
+    return out, None
+
+
+def register_with_transformers() -> None:
+    """Make `hf_config._attn_implementation = HF_NAME` select hf_flash_attention (idempotent)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(HF_NAME, hf_flash_attention)
+
+
+def check_attention(name: str) -> str:
+    """`name` if it is an attention implementation we build, else a ValueError naming `model.attention`."""
+    if name not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"model.attention={name!r} is not supported; allowed: {list(ATTENTION_IMPLEMENTATIONS)}")
+    return name
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """One on-chip step of the fused kernel: a matmul C[b, m, n] = A[b, m, k] @ B[b, k, n] (`dims`), or a
+    vector pass; shapes are the work actually done (the causally skipped blocks left out)."""
+
+    step: str
+    kind: str
+    target: str
+    """The aten operator whose arithmetic the step performs (its vector cycles per element in the cost stage)."""
+    in_shapes: tuple[tuple[int, ...], ...]
+    out_shape: tuple[int, ...]
+    dims: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.out_shape)
+
+
+def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool) -> list[KernelStep]:
+    """The matmuls and vector passes of one FlashAttention kernel on q of shape [b, s, heads, d], in order.
+
+    Every query head does its own matmuls (GQA shares K/V tiles, not work), so the batch is b * heads.
+    Causal: the key length seen per query row is s * CAUSAL_WORK_FRACTION (n of S = QK^T, k of PV, ...).
+    Forward: S = Q K^T, P = softmax(S) (online; dropout fused, its mask regenerated from the RNG state
+    in backward, never stored), O = P V. Backward recomputes S and P, then dV = P^T dO, dP = dO V^T,
+    dS = P * (dP - rowsum(dO * O)), dQ = dS K, dK = dS^T Q.
+    """
+    b, s, h, d = q_shape
+    bh = b * h
+    keys = math.ceil(s * CAUSAL_WORK_FRACTION) if causal else s
+    scores = (bh, s, keys)
+
+    def mm(step, m, k, n):
+        return KernelStep(step, "matmul", "bmm", ((bh, m, k), (bh, k, n)), (bh, m, n), (bh, m, k, n))
+
+    recompute = [mm("s", s, d, keys), KernelStep("p", "softmax", "_softmax", (scores,), scores)]
+    if forward:
+        return [*recompute, mm("o", s, keys, d)]
+    return [
+        *recompute,
+        mm("dv", s, keys, d),  # P^T [keys x queries] @ dO [queries x d]: the query length is the reduction
+        mm("dp", s, d, keys),
+        KernelStep("ds", "elementwise", "_softmax_backward_data", (scores, scores), scores),
+        mm("dq", s, keys, d),
+        mm("dk", s, keys, d),  # dS^T [keys x queries] @ Q [queries x d]
+    ]
