@@ -3,9 +3,11 @@
     python -m experiments.bench_placement [--quick]      (from the repository root)
 
 Prints, in one run: DP seconds per optimize() call for each (model, devices, network), with the
-chosen strategy, the best single-width pipeline and the expert placement; the growth of DP time
-1024 -> 16,384 devices; the ratio of the plain-Python reference to the Numba DP on Llama-2-7B /
-1024 devices, kernel to kernel on the same unpruned work and end to end.
+chosen strategy, the best single-width pipeline, the optimum under PHAZE's stage-input recompute
+checkpoints (the default is Megatron-LM's per-layer ones) and the expert placement; the growth of
+DP time 1024 -> 16,384 devices; the DP time with per-layer over stage checkpoints; the ratio of the
+plain-Python reference to the Numba DP on Llama-2-7B / 1024 devices, kernel to kernel on the same
+unpruned work and end to end.
 
 INPUTS ARE CLOSED-FORM STAND-INS, not the phaze pipeline: per-layer forward FLOPs
 24 b s h^2 + 4 b s^2 h (Narayanan et al. 2021, SC'21, eq. 2 per layer), backward 2x, run at
@@ -18,6 +20,7 @@ two-level one. They will be replaced by the workload, cost and schedule stages' 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -124,19 +127,23 @@ def main(argv: list[str]) -> None:
     warm_up()
     print(f"warm-up (compile or load the Numba cache): {time.perf_counter() - t0:.2f} s")
     cfgs = {name: compose_cfg(f"model={name}") for name in ("llama2", "megatron_gpt3_175b")}
-    dp_seconds = {}
+    dp_seconds, stage_seconds = {}, {}
     for name, cfg in cfgs.items():
         for devices in DEVICE_COUNTS:
             for net_name, net in networks(cfg.cluster, devices).items():
                 inp = closed_form_input(cfg.model, cfg.train, net)
+                stage_inp = dataclasses.replace(inp, recompute_granularity="stage")
                 result, secs = timed(lambda: optimize(inp), repeats)
                 uniform, secs_uniform = timed(lambda: optimize(inp, per_stage_tp=False), repeats)
+                stage_result, secs_stage = timed(lambda: optimize(stage_inp), repeats)
                 dp_seconds[(name, devices, net_name)] = secs
+                stage_seconds[(name, devices, net_name)] = secs_stage
                 e = cfg.model.expert
                 print(f"{name} D={devices} {net_name}, {inp.num_parts} parts: DP {secs:.3f} s/call "
-                      f"(one TP width per pipeline: {secs_uniform:.3f} s/call)")
+                      f"(one TP width per pipeline: {secs_uniform:.3f} s/call; stage checkpoints: {secs_stage:.3f} s/call)")
                 print(f"    DP optimum        {describe(result)}")
                 print(f"    one width / pipe  {describe(uniform)}")
+                print(f"    stage checkpoints {describe(stage_result)}")
                 for rc in (False, True):
                     expert = evaluate_fixed(inp, e.dp, e.pp, e.tp, 1, rc)
                     print(f"    expert {e.pp}x{e.dp}x{e.tp} rc={rc}  "
@@ -145,6 +152,9 @@ def main(argv: list[str]) -> None:
         for net_name in networks(cfgs[name].cluster, 1).keys():
             grow = dp_seconds[(name, 16384, net_name)] / dp_seconds[(name, 1024, net_name)]
             print(f"growth {name} {net_name}: DP time at 16,384 / at 1024 devices = {grow:.2f}x")
+    ratios = np.array([dp_seconds[key] / stage_seconds[key] for key in dp_seconds])
+    print(f"DP time with per-layer / with stage checkpoints, over the {len(ratios)} cases above: "
+          f"{', '.join(f'{r:.2f}' for r in ratios)} (geometric mean {np.exp(np.log(ratios).mean()):.2f}x)")
 
     cfg = cfgs["llama2"]
     inp = closed_form_input(cfg.model, cfg.train, networks(cfg.cluster, 1024)["flat 4 GiB/s"])
@@ -153,7 +163,7 @@ def main(argv: list[str]) -> None:
     mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
     q_max = min(inp.num_parts, k_max)
     rep_k, rep_m = np.array([k_max]), np.array([inp.global_batch])
-    (loads, _, counts, ok), secs_kernel = timed(lambda: pareto_fronts(*chain.args(), mult, float(inp.hbm_bytes), rc, cap,
+    (loads, _, counts, ok), secs_kernel = timed(lambda: pareto_fronts(*chain.args(), mult, float(inp.hbm_bytes), rc, inp.per_layer_recompute, cap,
                                                                       q_max, k_max, rep_k, rep_m, np.inf, 256), REPEATS)
     fronts, secs_py = timed(lambda: reference.pareto_fronts(inp, mi, inp.tp_values.tolist(), True, rc, cap, k_max), 1)
     assert ok and len(loads) == sum(len(points) for points in fronts.values())

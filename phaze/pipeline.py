@@ -49,12 +49,13 @@ def schedule_direction(graph: OpGraph, point: pd.DataFrame, network: Network, tp
     return DirectionCost(float(sched.makespan_s), tp_comm_s, float(sched.solve_s))
 
 
-def part_costs(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True) -> dict[str, PartCosts]:
-    """PartCosts for pre, layer and post over every (mbs, TP width); NaN where a width was not extracted."""
+LATENCY_FIELDS = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s")
+
+
+def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """Scheduled latencies per part: {part: {field: [len(mbs), len(tp)]}}; NaN where a width was not extracted."""
     mbs_values = sorted(workloads)
-    shape = (len(mbs_values), len(tp_values))
-    fields = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s", "param_bytes", "saved_bytes", "input_bytes", "output_bytes")
-    arrays = {p: {f: np.full(shape, np.nan) for f in fields} for p in PARTS}
+    out = {p: {f: np.full((len(mbs_values), len(tp_values)), np.nan) for f in LATENCY_FIELDS} for p in PARTS}
     for mi, mbs in enumerate(mbs_values):
         w = workloads[mbs]
         for ti, t in enumerate(tp_values):
@@ -64,12 +65,30 @@ def part_costs(workloads: dict[int, Workload], point: pd.DataFrame, network: Net
                 g = w.part(t, part)
                 fwd = schedule_direction(g.fwd, point, network, t, schedule_cfg, inter_op_parallel)
                 bwd = schedule_direction(g.bwd, point, network, t, schedule_cfg, inter_op_parallel)
-                a = arrays[part]
+                a = out[part]
                 a["fwd_s"][mi, ti], a["bwd_s"][mi, ti] = fwd.latency_s, bwd.latency_s
                 a["tp_comm_fwd_s"][mi, ti], a["tp_comm_bwd_s"][mi, ti] = fwd.tp_comm_s, bwd.tp_comm_s
-                a["param_bytes"][mi, ti], a["saved_bytes"][mi, ti] = g.param_bytes, g.saved_bytes
-                a["input_bytes"][mi, ti], a["output_bytes"][mi, ti] = g.input_bytes, g.output_bytes
-    return {p: PartCosts(**arrays[p]) for p in PARTS}
+    return out
+
+
+def part_costs(workloads: dict[int, Workload], tp_values, latencies: dict[str, dict[str, np.ndarray]]) -> dict[str, PartCosts]:
+    """PartCosts per part: the given latencies plus the workload's bytes (parameters, activations, boundaries)."""
+    mbs_values = sorted(workloads)
+    costs = {}
+    for part in PARTS:
+        sizes = {f: np.full((len(mbs_values), len(tp_values)), np.nan) for f in ("param_bytes", "saved_bytes", "input_bytes", "output_bytes")}
+        for mi, mbs in enumerate(mbs_values):
+            for ti, t in enumerate(tp_values):
+                if t in workloads[mbs].graphs:
+                    g = workloads[mbs].part(t, part)
+                    for f in sizes:
+                        sizes[f][mi, ti] = getattr(g, f)
+        costs[part] = PartCosts(**latencies[part], **sizes)
+    return costs
+
+
+def tp_values_of(workloads: dict[int, Workload]) -> list[int]:
+    return sorted({t for w in workloads.values() for t in w.graphs})
 
 
 def load_workloads(cfg) -> dict[int, Workload]:
@@ -80,10 +99,12 @@ def load_workloads(cfg) -> dict[int, Workload]:
     }
 
 
-def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network) -> PlacementInput:
-    """The placement DP's input for one accelerator point: every part costed and scheduled."""
-    tp_values = sorted({t for w in workloads.values() for t in w.graphs})
-    costs = part_costs(workloads, point, network, cfg.schedule, tp_values, bool(cfg.hw.inter_op_parallel))
+def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, latencies=None) -> PlacementInput:
+    """The placement DP's input for one accelerator point: every part scheduled (or the given latencies)."""
+    tp_values = tp_values_of(workloads)
+    if latencies is None:
+        latencies = part_latencies(workloads, point, network, cfg.schedule, tp_values, bool(cfg.hw.inter_op_parallel))
+    costs = part_costs(workloads, tp_values, latencies)
     any_w = next(iter(workloads.values()))
     chip = Accelerator.from_row(point.iloc[0])
     return PlacementInput.from_parts(
@@ -91,16 +112,21 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
         mbs_values=np.array(sorted(workloads)), tp_values=np.array(tp_values),
         devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
         hbm_bytes=float(point.iloc[0].hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
-        bytes_per_elem=int(cfg.train.bytes_per_elem), model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
+        bytes_per_elem=int(cfg.train.bytes_per_elem), recompute_granularity=cfg.train.recompute_granularity,
+        model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
         peak_flops_s=chip.peak_matmul_flops, part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
     )
 
 
-def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None) -> PlacementResult | None:
-    """Best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp."""
+def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None, latencies=None) -> PlacementResult | None:
+    """Best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp.
+
+    `latencies` (as from part_latencies) replaces the scheduled ones: the search passes per-layer
+    lower bounds to get an upper bound on the throughput.
+    """
     workloads = workloads or load_workloads(cfg)
     network = Network.from_cfg(cfg.cluster)
-    inp = placement_input(cfg, point, workloads, network)
+    inp = placement_input(cfg, point, workloads, network, latencies)
     recompute = bools(cfg.train.recompute, "train.recompute")
     mbs = sorted(workloads)
     fixed = cfg.placement

@@ -16,7 +16,9 @@ from phaze.placement import (
     evaluate_fixed,
     megatron_stage_bounds,
 )
+from phaze.placement import dp as dp_kernels
 from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.schema import TrainCfg
 
 # Four parts: pre, two layers, post; widths 1 and 2; one microbatch size. On a 1 B/s flat
 # network a p2p of x bytes takes x s and an all-reduce over d takes 2 (d - 1) / d x s.
@@ -28,7 +30,7 @@ INPUT = [0.5, 1.0, 1.0, 1.0]
 OUTPUT = [1.0, 2.0, 1.0, 0.1]
 
 
-def chain(global_batch=8, hbm=1000.0, optimizer="sgd", network=None) -> PlacementInput:
+def chain(global_batch=8, hbm=1000.0, optimizer="sgd", network=None, granularity="layer") -> PlacementInput:
     """Width 2 halves compute, weights and saved activations and adds 0.25 s of TP all-reduce per part and pass."""
     t1 = np.array([FWD_T1, BWD_T1, PARAMS_T1, SAVED_T1])
     t2 = t1 / 2
@@ -41,7 +43,7 @@ def chain(global_batch=8, hbm=1000.0, optimizer="sgd", network=None) -> Placemen
         input_bytes=np.array([[INPUT, INPUT]]), output_bytes=np.array([[OUTPUT, OUTPUT]]),
         num_pre=1, num_layers=2, devices=8, global_batch=global_batch, seq_len=16, hbm_bytes=hbm,
         network=network or Network(8, 8, 1.0, 1.0), optimizer=optimizer,
-        model_flops_per_seq=100.0, peak_flops_s=10.0,
+        model_flops_per_seq=100.0, peak_flops_s=10.0, recompute_granularity=granularity,
     )
 
 
@@ -64,13 +66,104 @@ def test_two_stage_plan_time_memory_and_breakdown():
     check_result(chain(), r)
 
 
-def test_recompute_costs_a_forward_keeps_inputs_and_spares_the_last_stage():
-    r = evaluate_fixed(chain(), dp=2, pp=2, tp=1, mbs=1, recompute=True)
+def test_stage_checkpoints_cost_a_forward_keep_the_stage_input_and_spare_the_last_stage():
+    # PHAZE's model, numbers as before per-layer checkpoints existed.
+    r = evaluate_fixed(chain(granularity="stage"), dp=2, pp=2, tp=1, mbs=1, recompute=True)
     # stage 0: 3 + 6 + 3 (recomputed forward) + send 2 = 14; stash: saved 4 + 1 x input 0.5.
     # The last stage does not recompute: load 7, memory unchanged.
     assert r.stage_load_s == (14.0, 7.0)
     assert r.memory_per_stage_bytes == (64.5, 105.0)
     assert r.time_per_batch_s == 14.0 * 5 + 50.0
+
+
+def test_layer_checkpoints_keep_every_part_input_and_recompute_the_last_stage():
+    r = evaluate_fixed(chain(), dp=2, pp=2, tp=1, mbs=1, recompute=True)
+    # stage 0 (2 in flight): 60 + 2 x (0.5 + 1) inputs + max(1 - 0.5, 3 - 1) rebuilt = 65.
+    # stage 1 (last, 1 in flight) recomputes too: load 2 + 4 + 2 + recv 1 = 9;
+    # memory 100 + (1 + 1) + max(3 - 1, 2 - 1) = 104 instead of 105.
+    assert r.stage_load_s == (14.0, 9.0)
+    assert r.memory_per_stage_bytes == (65.0, 104.0)
+    assert r.time_per_batch_s == 14.0 * 5 + 50.0
+    check_result(chain(), r)
+
+
+def test_one_stage_pipeline_recomputes_only_with_layer_checkpoints():
+    # pp = 1, d = 2, m = 4: weights 80 B (x2 SGD), all-reduce 2 x 1/2 x 80 B = 80 s.
+    stage = evaluate_fixed(chain(granularity="stage"), dp=2, pp=1, tp=1, mbs=1, recompute=True)
+    assert stage.stage_load_s == (15.0,) and stage.memory_per_stage_bytes == (160.0 + 9.0,)
+    assert stage.time_per_batch_s == 15.0 * 4 + 80.0
+    layer = evaluate_fixed(chain(), dp=2, pp=1, tp=1, mbs=1, recompute=True)
+    # inputs 0.5 + 1 + 1 + 1 = 3.5, largest rebuild 3 - 1 = 2; load 5 + 10 + 5.
+    assert layer.stage_load_s == (20.0,) and layer.memory_per_stage_bytes == (160.0 + 5.5,)
+    assert layer.time_per_batch_s == 20.0 * 4 + 80.0
+
+
+def _three_layer_stage(granularity: str, global_batch: int) -> PlacementInput:
+    """Layers with inputs 1, 2, 1 B and saved 4, 7, 5 B (10 B of weights each) then a one-part last stage."""
+    ones = np.ones((1, 1, 4))
+    return PlacementInput(
+        mbs_values=[1], tp_values=[1], fwd_s=ones, bwd_s=2 * ones, tp_comm_fwd_s=0 * ones, tp_comm_bwd_s=0 * ones,
+        param_bytes=10 * ones, saved_bytes=np.array([[[4.0, 7.0, 5.0, 3.0]]]), input_bytes=np.array([[[1.0, 2.0, 1.0, 1.0]]]),
+        output_bytes=ones, num_pre=0, num_layers=4, devices=2, global_batch=global_batch, seq_len=1, hbm_bytes=1e3,
+        network=Network(2, 2, 1.0, 1.0), recompute_granularity=granularity,
+    )
+
+
+def test_three_layer_stage_memory_by_hand():
+    bounds = ((0, 2), (3, 3))
+    mem = {g: evaluate_fixed(_three_layer_stage(g, 8), 1, 2, 1, 1, True, bounds).memory_per_stage_bytes for g in ("layer", "stage")}
+    # Stage 0 holds 2 microbatches, weights 3 x 10 x 2 (SGD) = 60 B.
+    # layer: 2 x (1 + 2 + 1) inputs + max(4 - 1, 7 - 2, 5 - 1) = 8 + 5 = 13; stage: 16 saved + 1 x 1 input = 17.
+    # Last stage (one part, 1 in flight): 1 + (3 - 1) = 3 = saved; 20 B of weights.
+    assert mem["layer"] == (73.0, 23.0)
+    assert mem["stage"] == (77.0, 23.0)
+    no_rc = evaluate_fixed(_three_layer_stage("layer", 8), 1, 2, 1, 1, False, bounds)
+    assert no_rc.memory_per_stage_bytes == (60.0 + 2 * 16.0, 23.0)
+
+
+def test_per_layer_checkpoints_cost_more_than_a_stage_input_with_many_microbatches_in_flight():
+    # inflight 8 (8 stages to the end): layer 8 x 4 + 5 = 37 B, stage 16 + 7 x 1 = 23 B, no recompute 8 x 16 = 128 B.
+    args = (0.0, 16.0, 1.0, 4.0, 5.0, 8)
+    assert dp_kernels.stage_memory_bytes(*args, True, True, 2.0) == 37.0
+    assert dp_kernels.stage_memory_bytes(*args, True, False, 2.0) == 23.0
+    assert dp_kernels.stage_memory_bytes(*args, False, True, 2.0) == 128.0
+
+
+A100_HBM_BYTES = 80 * 2**30
+"""A100 80GB SXM (NVIDIA A100 datasheet)."""
+
+
+def test_published_18b_run_fits_only_with_layer_checkpoints():
+    # GPT 18.4B (Narayanan et al. 2021 Table 1): 40 layers, h 6144, 48 heads, s 2048, V 51200, TP 8,
+    # pp 1, microbatch 8, full recompute, Adam in fp16 (16 B per parameter: 8 x the fp16 weights).
+    # Per layer and TP rank (Korthikanti et al. 2022 eq. 2, no sequence parallelism): saved
+    # s b h (10 + 24/t + 5 a s / (h t)) bytes, input 2 s b h bytes, weights 2 x 12 h^2 / t bytes.
+    h, heads, s, vocab, t, b, n = 6144, 48, 2048, 51200, 8, 8, 40
+    sbh = s * b * h
+    layer_saved, layer_in = sbh * (10 + 24 / t + 5 * heads * s / (h * t)), 2.0 * sbh
+    emb = 2.0 * vocab * h / t
+    tokens, logits = 4.0 * s * b, 4.0 * s * b * vocab / t
+    layer = PartCosts(fwd_s=np.ones((1, 1)), bwd_s=2 * np.ones((1, 1)), param_bytes=np.full((1, 1), 24.0 * h * h / t),
+                      saved_bytes=np.full((1, 1), layer_saved), input_bytes=np.full((1, 1), layer_in), output_bytes=np.full((1, 1), layer_in))
+    pre = dataclasses.replace(layer, param_bytes=np.full((1, 1), emb), saved_bytes=np.full((1, 1), tokens), input_bytes=np.full((1, 1), tokens))
+    post = dataclasses.replace(layer, param_bytes=np.full((1, 1), emb), saved_bytes=np.full((1, 1), layer_in + logits))
+    weights_state = 8.0 * (n * 24.0 * h * h / t + 2 * emb)
+
+    def run(granularity):
+        inp = PlacementInput.from_parts(
+            pre, layer, post, n, mbs_values=[b], tp_values=[t], devices=256, global_batch=1024, seq_len=s,
+            hbm_bytes=A100_HBM_BYTES, network=Network(256, 8, 300e9, 25e9), optimizer="adam", recompute_granularity=granularity,
+        )
+        return evaluate_fixed(inp, dp=32, pp=1, tp=t, mbs=b, recompute=True)
+
+    stage, layer_rc = run("stage"), run("layer")
+    # Stage checkpoints: the only stage is the last, so it keeps every layer's activations: 121 GiB.
+    assert stage.memory_per_device_bytes == pytest.approx(weights_state + tokens + n * layer_saved + layer_in + logits, rel=1e-12)
+    assert not stage.feasible and stage.memory_per_device_bytes > 1.5 * A100_HBM_BYTES
+    # Per-layer checkpoints: every part's input plus one layer rebuilt: 44 GiB.
+    expected = weights_state + tokens + (n + 1) * layer_in + (layer_saved - layer_in)
+    assert layer_rc.memory_per_device_bytes == pytest.approx(expected, rel=1e-12)
+    assert layer_rc.feasible and layer_rc.memory_per_device_bytes < 0.6 * A100_HBM_BYTES
 
 
 def test_inflight_microbatches_are_capped_by_m():
@@ -179,3 +272,10 @@ def test_input_validation():
         dataclasses.replace(chain(), bwd_s=-np.ones((1, 2, 4)))
     with pytest.raises(ValueError, match="optimizer"):
         dataclasses.replace(chain(), optimizer="lamb")
+    with pytest.raises(ValueError, match=r"train\.recompute_granularity must be one of \('layer', 'stage'\), got 'full'"):
+        dataclasses.replace(chain(), recompute_granularity="full")
+
+
+def test_config_and_placement_input_default_to_layer_checkpoints():
+    assert TrainCfg().recompute_granularity == "layer"
+    assert PlacementInput.__dataclass_fields__["recompute_granularity"].default == "layer"

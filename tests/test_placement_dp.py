@@ -12,6 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from phaze.cost.network import Network
 from phaze.placement import PartCosts, PlacementInput, dp, evaluate_fixed, optimize, reference, solve
+from phaze.placement.inputs import RECOMPUTE_GRANULARITIES
 from phaze.placement.memory import state_bytes_per_param_byte
 
 NETWORK_DEVICES = 32
@@ -20,8 +21,9 @@ DEVICE_COUNTS = (2, 3, 4, 6, 8, 12, 16)
 
 
 @st.composite
-def chains(draw, max_parts=6):
-    """A random chain (parts not alike), cluster and batch; wider TP means less compute and memory per device."""
+def chains(draw, max_parts=6, granularity=None):
+    """A random chain (parts not alike), cluster and batch; wider TP means less compute and memory per device.
+    The recompute granularity is drawn unless given."""
     n = draw(st.integers(2, max_parts))
     widths = np.array(draw(st.sampled_from(WIDTH_SETS)))
     mbs = np.array(draw(st.sampled_from([[1], [1, 2], [2, 4]])))
@@ -50,6 +52,7 @@ def chains(draw, max_parts=6):
         input_bytes=base["inb"] * mbs[:, None, None] * np.ones(shape), output_bytes=base["outb"] * mbs[:, None, None] * np.ones(shape),
         num_pre=0, num_layers=n, devices=draw(st.sampled_from(DEVICE_COUNTS)), global_batch=draw(st.sampled_from([4, 8, 16])),
         seq_len=32, hbm_bytes=hbm_bytes, network=network, optimizer=optimizer,
+        recompute_granularity=granularity or draw(st.sampled_from(RECOMPUTE_GRANULARITIES)),
     )
 
 
@@ -60,9 +63,11 @@ def time_of(result) -> float:
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.parametrize("granularity", RECOMPUTE_GRANULARITIES)
 @SETTINGS
-@given(chains(), st.booleans())
-def test_dp_equals_brute_force_numba_and_python(inp, per_stage_tp):
+@given(data=st.data(), per_stage_tp=st.booleans())
+def test_dp_equals_brute_force_numba_and_python(granularity, data, per_stage_tp):
+    inp = data.draw(chains(granularity=granularity))
     best = reference.brute_force(inp, per_stage_tp=per_stage_tp)
     fast = optimize(inp, per_stage_tp=per_stage_tp)
     slow = reference.optimize(inp, per_stage_tp=per_stage_tp)
@@ -77,9 +82,11 @@ def test_dp_equals_brute_force_numba_and_python(inp, per_stage_tp):
             assert isinstance(fast.strategy.tp, int)
 
 
+@pytest.mark.parametrize("granularity", RECOMPUTE_GRANULARITIES)
 @SETTINGS
-@given(chains(), st.sampled_from([(False,), (True,)]), st.sampled_from([(1,), (2,)]))
-def test_dp_equals_brute_force_on_restricted_options(inp, recompute_options, mbs_options):
+@given(data=st.data(), recompute_options=st.sampled_from([(False,), (True,)]), mbs_options=st.sampled_from([(1,), (2,)]))
+def test_dp_equals_brute_force_on_restricted_options(granularity, data, recompute_options, mbs_options):
+    inp = data.draw(chains(granularity=granularity))
     best = reference.brute_force(inp, recompute_options, mbs_options)
     fast = optimize(inp, recompute_options, mbs_options)
     assert time_of(fast) == pytest.approx(time_of(best), rel=1e-12)
@@ -107,6 +114,47 @@ def test_fixed_evaluation_of_the_optimum_reproduces_it(inp):
     assert fixed.time_per_batch_s == result.time_per_batch_s
     assert fixed.memory_per_stage_bytes == result.memory_per_stage_bytes
     assert fixed.breakdown == result.breakdown
+
+
+def _splits(cuts: list[bool]) -> tuple[tuple[int, int], ...]:
+    bounds, first = [], 0
+    for j, cut in enumerate(cuts):
+        if cut:
+            bounds.append((first, j))
+            first = j + 1
+    return (*bounds, (first, len(cuts)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_layer_checkpoints_never_exceed_no_recompute_nor_stage_checkpoints_of_one_microbatch(data):
+    # With every part's input <= its saved bytes, per-layer checkpoints never need more than no
+    # recompute, and no more than a stage-input checkpoint when a stage holds one microbatch or
+    # one part (equal then). With several parts and microbatches they may need more (see
+    # test_per_layer_checkpoints_cost_more_than_a_stage_input_with_many_microbatches_in_flight).
+    inp = data.draw(chains())
+    inp = dataclasses.replace(inp, input_bytes=np.minimum(inp.input_bytes, inp.saved_bytes))
+    pairs = [(mi, ti) for mi in range(len(inp.mbs_values)) for ti in range(len(inp.tp_values)) if inp.available(mi, ti)]
+    mi, ti = data.draw(st.sampled_from(pairs))
+    mbs, width = int(inp.mbs_values[mi]), int(inp.tp_values[ti])
+    bounds = _splits(data.draw(st.lists(st.booleans(), min_size=inp.num_parts - 1, max_size=inp.num_parts - 1)))
+    per = inp.global_batch // mbs
+    d = data.draw(st.sampled_from([d for d in range(1, per + 1) if per % d == 0]))
+    m = per // d
+
+    def memory(granularity, recompute):
+        fixed = dataclasses.replace(inp, recompute_granularity=granularity)
+        return evaluate_fixed(fixed, d, len(bounds), width, mbs, recompute, bounds).memory_per_stage_bytes
+
+    layer, stage = memory("layer", True), memory("stage", True)
+    no_rc = memory("layer", False)
+    assert no_rc == memory("stage", False)
+    for idx, (first, last) in enumerate(bounds):
+        assert layer[idx] <= no_rc[idx] * (1 + 1e-12)
+        if first == last:
+            assert layer[idx] == pytest.approx(stage[idx], rel=1e-12)
+        elif min(len(bounds) - idx, m) == 1:
+            assert layer[idx] <= stage[idx] * (1 + 1e-12)
 
 
 def test_tight_memory_is_never_exceeded_and_nothing_fits_gives_none():
@@ -153,8 +201,14 @@ def _identical_chain(layers: int, hbm: float) -> PlacementInput:
     )
 
 
-def test_identical_layer_chain_numba_matches_python_reference():
-    chain = _identical_chain(layers=10, hbm=40.0)
+EXPERT_PIPELINE_DEPTH = {"stage": 8, "layer": 5}
+"""Expert depth at dp 2, TP 4 with recompute: at TP 4 a layer's input is all it saves, so the per-layer
+checkpoints of the 8 microbatches an 8-deep pipeline's first stage holds do not fit in 40 B."""
+
+
+@pytest.mark.parametrize("granularity", RECOMPUTE_GRANULARITIES)
+def test_identical_layer_chain_numba_matches_python_reference(granularity):
+    chain = dataclasses.replace(_identical_chain(layers=10, hbm=40.0), recompute_granularity=granularity)
     fast = optimize(chain)
     slow = reference.optimize(chain)
     assert fast.time_per_batch_s == slow.time_per_batch_s
@@ -162,7 +216,7 @@ def test_identical_layer_chain_numba_matches_python_reference():
     uniform = optimize(chain, per_stage_tp=False)
     assert uniform.time_per_batch_s >= fast.time_per_batch_s
     assert uniform.time_per_batch_s == reference.optimize(chain, per_stage_tp=False).time_per_batch_s
-    expert = evaluate_fixed(chain, dp=2, pp=8, tp=4, mbs=1, recompute=True)
+    expert = evaluate_fixed(chain, dp=2, pp=EXPERT_PIPELINE_DEPTH[granularity], tp=4, mbs=1, recompute=True)
     assert expert.feasible and expert.time_per_batch_s >= fast.time_per_batch_s
 
 

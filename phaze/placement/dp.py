@@ -7,9 +7,13 @@ min(q, cap) microbatches. A cell keeps every Pareto-optimal pair (L, P): L the l
 (the 1F1B bottleneck), P the largest per-device weights of a stage (which sizes the slowest
 data-parallel all-reduce). Both are maxima, so a cell's front is built from its children's fronts.
 
-Per-(width, part) arrays: fwd, bwd, prm, sav, inb (stage input, stashed under recompute), recv
-(receive time of a stage starting at part i; 0 at i = 0), send (send time of a stage ending at
-part j; 0 at the last part). Parts are summed left to right, as the plan evaluator does.
+Per-(width, part) arrays: fwd, bwd, prm, sav, inb (part input: a checkpoint under recompute),
+recv (receive time of a stage starting at part i; 0 at i = 0), send (send time of a stage ending
+at part j; 0 at the last part). Parts are summed left to right, as the plan evaluator does.
+
+Memory is a feasibility test on each candidate stage, not a front coordinate: growing a stage
+i..j one part at a time accumulates its weights, saved bytes, inputs and largest per-part
+rebuild (saved - input), and the memory of every checkpoint model only grows with j.
 
 The per-stage formulas live here with the kernels: Numba's cache only tracks the file of each
 compiled function (reference/ecosystem.md §5), so helpers in another file could go stale.
@@ -30,9 +34,11 @@ def stage_compute_s(fwd_s, bwd_s, recompute):
 
 
 @njit(cache=True)
-def stage_recomputes(recompute, stages_to_end):
-    """Recompute applies to every stage but the last, which runs backward right after forward (PHAZE §6.4)."""
-    return recompute and stages_to_end > 1
+def stage_recomputes(recompute, stages_to_end, per_layer):
+    """Which stages recompute. Stage checkpoints (PHAZE §6.4): all but the last, which runs backward
+    right after forward and would hold the same bytes. Per-layer checkpoints (Megatron-LM full
+    recompute): every stage, the last included, since it then holds one layer's activations, not all."""
+    return recompute and (per_layer or stages_to_end > 1)
 
 
 @njit(cache=True)
@@ -42,15 +48,21 @@ def inflight_microbatches(stages_to_end, microbatches):
 
 
 @njit(cache=True)
-def stage_memory_bytes(param_bytes, saved_bytes, input_bytes, inflight, recompute, state_mult):
+def stage_memory_bytes(param_bytes, saved_bytes, first_input_bytes, input_sum_bytes, rebuild_max_bytes,
+                       inflight, recompute, per_layer, state_mult):
     """Peak bytes on a stage device holding `inflight` microbatches under 1F1B: weights, gradients
-    and optimizer state (`state_mult` x weights) plus activations. Without recompute every in-flight
-    microbatch keeps its saved activations; with recompute all but the one in backward keep only
-    the stage input (`saved_bytes` includes that input)."""
-    if recompute:
-        activations = saved_bytes + (inflight - 1) * input_bytes
-    else:
+    and optimizer state (`state_mult` x weights) plus activations (`saved_bytes` of the stage
+    includes its parts' inputs). Without recompute every in-flight microbatch keeps its saved
+    activations. With stage checkpoints (PHAZE) all but the microbatch in backward keep only the
+    stage input (`first_input_bytes`); with per-layer checkpoints (Megatron-LM, Korthikanti et al.
+    2022 §4) every in-flight microbatch keeps each part's input (`input_sum_bytes`) and the one in
+    backward rebuilds one part at a time (`rebuild_max_bytes`: the largest saved - input)."""
+    if not recompute:
         activations = saved_bytes * inflight
+    elif per_layer:
+        activations = inflight * input_sum_bytes + rebuild_max_bytes
+    else:
+        activations = saved_bytes + (inflight - 1) * first_input_bytes
     return param_bytes * state_mult + activations
 
 
@@ -120,7 +132,7 @@ def _bounds(fwd, bwd, widths, k_max, rep_k, rep_m):
 
 @njit(cache=True)
 def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-                  cap, q_max, k_max, rep_k, rep_m, bound, front_cap):
+                  per_layer, cap, q_max, k_max, rep_k, rep_m, bound, front_cap):
     """Fronts of the cells (q, 0, k) for q <= q_max, k <= k_max (k in units of `widths`).
 
     A layer q is kept as a pool of points with start/count per cell (i, k); the cells of one i
@@ -160,7 +172,7 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
         cur_p = np.empty(cur_l.shape[0])
         used = 0
         inflight = inflight_microbatches(q, cap)
-        rcs = stage_recomputes(recompute, q)
+        rcs = stage_recomputes(recompute, q, per_layer)
         slots = m_lb + (q - 1)
         for i in range(n - q + 1):
             row_c[cur_lo : cur_hi + 1] = 0
@@ -174,12 +186,16 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
                 b = 0.0
                 p = 0.0
                 s = 0.0
+                si = 0.0
+                rb = -np.inf
                 for j in range(i, n - q + 1):
                     f += fwd[wi, j]
                     b += bwd[wi, j]
                     p += prm[wi, j]
                     s += sav[wi, j]
-                    if stage_memory_bytes(p, s, inb[wi, i], inflight, rcs, state_mult) > hbm_bytes:
+                    si += inb[wi, j]
+                    rb = max(rb, sav[wi, j] - inb[wi, j])
+                    if stage_memory_bytes(p, s, inb[wi, i], si, rb, inflight, rcs, per_layer, state_mult) > hbm_bytes:
                         break
                     core = stage_compute_s(f, b, rcs) + recv[wi, i]
                     if core * slots[k_lo] > bound:
@@ -225,14 +241,14 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
 
 @njit(cache=True)
 def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-               cap, q_star, k_star, load_cap, param_cap):
+               per_layer, cap, q_star, k_star, load_cap, param_cap):
     """reach[q, i, k]: parts i.. fit q stages on k devices with every stage load <= load_cap and weights <= param_cap."""
     n_w, n = fwd.shape
     reach = np.zeros((q_star + 1, n + 1, k_star + 1), np.bool_)
     reach[0, n, 0] = True
     for q in range(1, q_star + 1):
         inflight = inflight_microbatches(q, cap)
-        rcs = stage_recomputes(recompute, q)
+        rcs = stage_recomputes(recompute, q, per_layer)
         for i in range(n - q + 1):
             for wi in range(n_w):
                 t = widths[wi]
@@ -242,12 +258,16 @@ def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byte
                 b = 0.0
                 p = 0.0
                 s = 0.0
+                si = 0.0
+                rb = -np.inf
                 for j in range(i, n - q + 1):
                     f += fwd[wi, j]
                     b += bwd[wi, j]
                     p += prm[wi, j]
                     s += sav[wi, j]
-                    if stage_memory_bytes(p, s, inb[wi, i], inflight, rcs, state_mult) > hbm_bytes:
+                    si += inb[wi, j]
+                    rb = max(rb, sav[wi, j] - inb[wi, j])
+                    if stage_memory_bytes(p, s, inb[wi, i], si, rb, inflight, rcs, per_layer, state_mult) > hbm_bytes:
                         break
                     core = stage_compute_s(f, b, rcs) + recv[wi, i]
                     if core > load_cap or p > param_cap:
@@ -262,11 +282,11 @@ def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byte
 
 @njit(cache=True)
 def reconstruct(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-                cap, q_star, k_star, load_cap, param_cap):
+                per_layer, cap, q_star, k_star, load_cap, param_cap):
     """Stages (first_part, last_part, width index) of a q_star-stage, k_star-device plan meeting the caps; ok flag."""
     n_w, n = fwd.shape
     reach = _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-                       cap, q_star, k_star, load_cap, param_cap)
+                       per_layer, cap, q_star, k_star, load_cap, param_cap)
     stages = np.full((q_star, 3), -1, np.int64)
     if not reach[q_star, 0, k_star]:
         return stages, False
@@ -274,7 +294,7 @@ def reconstruct(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byt
     k = k_star
     for q in range(q_star, 0, -1):
         inflight = inflight_microbatches(q, cap)
-        rcs = stage_recomputes(recompute, q)
+        rcs = stage_recomputes(recompute, q, per_layer)
         found = False
         for wi in range(n_w):
             t = widths[wi]
@@ -284,12 +304,16 @@ def reconstruct(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byt
             b = 0.0
             p = 0.0
             s = 0.0
+            si = 0.0
+            rb = -np.inf
             for j in range(i, n - q + 1):
                 f += fwd[wi, j]
                 b += bwd[wi, j]
                 p += prm[wi, j]
                 s += sav[wi, j]
-                if stage_memory_bytes(p, s, inb[wi, i], inflight, rcs, state_mult) > hbm_bytes:
+                si += inb[wi, j]
+                rb = max(rb, sav[wi, j] - inb[wi, j])
+                if stage_memory_bytes(p, s, inb[wi, i], si, rb, inflight, rcs, per_layer, state_mult) > hbm_bytes:
                     break
                 core = stage_compute_s(f, b, rcs) + recv[wi, i]
                 if core > load_cap or p > param_cap:

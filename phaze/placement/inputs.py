@@ -19,6 +19,8 @@ import numpy as np
 from phaze.cost.network import Network
 
 OPTIMIZERS = ("sgd", "adam")
+RECOMPUTE_GRANULARITIES = ("layer", "stage")
+"""Checkpoints kept under recompute: each part's input (Megatron-LM) or the stage input (PHAZE)."""
 
 PART_FIELDS = (
     "fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s",
@@ -90,6 +92,9 @@ class PlacementInput:
     peak_flops_s: float = 0.0
     """Peak FLOP/s of one device, for MFU."""
     part_names: tuple[str, ...] = field(default_factory=tuple)
+    recompute_granularity: str = "layer"
+    """train.recompute_granularity: "layer" = Megatron-LM per-layer checkpoints (every stage
+    recomputes, the last included), "stage" = PHAZE's stage-input checkpoint (the last stage does not)."""
 
     def __post_init__(self) -> None:
         self.mbs_values = np.asarray(self.mbs_values, dtype=np.int64)
@@ -113,6 +118,10 @@ class PlacementInput:
             raise ValueError(f"num_pre={self.num_pre}, num_layers={self.num_layers} do not fit {self.num_parts} parts")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.recompute_granularity not in RECOMPUTE_GRANULARITIES:
+            raise ValueError(
+                f"train.recompute_granularity must be one of {RECOMPUTE_GRANULARITIES}, got {self.recompute_granularity!r}"
+            )
         if self.devices < 1 or self.global_batch < 1 or self.hbm_bytes <= 0:
             raise ValueError("devices, global_batch and hbm_bytes must be positive")
         if not self.part_names:
@@ -128,6 +137,11 @@ class PlacementInput:
     @property
     def num_post(self) -> int:
         return self.num_parts - self.num_pre - self.num_layers
+
+    @property
+    def per_layer_recompute(self) -> bool:
+        """Whether recompute keeps every part's input (the kernels' `per_layer` flag)."""
+        return self.recompute_granularity == "layer"
 
     def mbs_index(self, mbs: int) -> int | None:
         hits = np.nonzero(self.mbs_values == mbs)[0]

@@ -4,8 +4,9 @@ Optimizer accounting per parameter (mixed precision, ZeRO: Rajbhandari et al. 20
 weights and gradients in the training precision, plus for Adam fp32 momentum and variance (8 bytes)
 and, below fp32, an fp32 master copy (4 bytes): 2 + 2 + 12 = 16 bytes per parameter in fp16.
 SGD is weights + gradients, as PHAZE (reference/phaze-method.md §6.3), no momentum buffer.
-Activations and the stash of in-flight microbatches: `phaze.placement.dp.stage_memory_bytes`
-(compiled with the kernels that call it, so the Numba cache never mixes versions).
+Activations and the stash of in-flight microbatches, with stage (PHAZE) or per-layer (Megatron-LM)
+recompute checkpoints: `phaze.placement.dp.stage_memory_bytes` (compiled with the kernels that
+call it, so the Numba cache never mixes versions).
 """
 
 from __future__ import annotations

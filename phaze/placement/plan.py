@@ -92,17 +92,21 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
     k_pipe = plan.devices_per_pipeline
     same_node = pipeline_in_one_node(k_pipe, inp.network.node_size)
     mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
+    per_layer = inp.per_layer_recompute
     loads, computes, tps, p2ps, mems, params, ars = [], [], [], [], [], [], []
     for idx, (first, last, t) in enumerate(plan.stages):
         ti = inp.tp_index(t)
         to_end = s - idx
-        rcs = bool(stage_recomputes(plan.recompute, to_end))
-        fwd = bwd = prm = sav = tpf = tpb = 0.0
+        rcs = bool(stage_recomputes(plan.recompute, to_end, per_layer))
+        fwd = bwd = prm = sav = inputs = tpf = tpb = 0.0
+        rebuild_max = float("-inf")
         for part in range(first, last + 1):
             fwd += float(inp.fwd_s[mi, ti, part])
             bwd += float(inp.bwd_s[mi, ti, part])
             prm += float(inp.param_bytes[mi, ti, part])
             sav += float(inp.saved_bytes[mi, ti, part])
+            inputs += float(inp.input_bytes[mi, ti, part])
+            rebuild_max = max(rebuild_max, float(inp.saved_bytes[mi, ti, part]) - float(inp.input_bytes[mi, ti, part]))
             tpf += float(inp.tp_comm_fwd_s[mi, ti, part])
             tpb += float(inp.tp_comm_bwd_s[mi, ti, part])
         compute = float(stage_compute_s(fwd, bwd, rcs))
@@ -111,7 +115,8 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
         load = compute + recv + send
         tp_comm = tpf + tpb + tpf if rcs else tpf + tpb
         inflight = int(inflight_microbatches(to_end, m))
-        mem = float(stage_memory_bytes(prm, sav, float(inp.input_bytes[mi, ti, first]), inflight, rcs, mult))
+        first_input = float(inp.input_bytes[mi, ti, first])
+        mem = float(stage_memory_bytes(prm, sav, first_input, inputs, rebuild_max, inflight, rcs, per_layer, mult))
         loads.append(load)
         computes.append(compute - tp_comm)
         tps.append(tp_comm)

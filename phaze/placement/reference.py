@@ -57,22 +57,26 @@ def pareto_fronts(inp, mi, widths, same_node, recompute, cap, k_max) -> dict[tup
     """{(q, k): Pareto points (L, P, stage, child)} for the whole chain in q stages on k devices."""
     n = inp.num_parts
     mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
+    per_layer = inp.per_layer_recompute
     rows = [(t, _rows(inp, mi, t, same_node)) for t in widths]
     q_max = min(n, k_max // min(widths))
     prev = {n: {0: [(0.0, 0.0, None, None)]}}
     finals = {}
     for q in range(1, q_max + 1):
         cur: dict[int, dict[int, list]] = {}
-        inflight, rcs = _inflight(q, cap), _recomputes(recompute, q)
+        inflight, rcs = _inflight(q, cap), _recomputes(recompute, q, per_layer)
         for i in range(n - q + 1):
             for t, r in rows:
-                f = b = p = s = 0.0
+                f = b = p = s = si = 0.0
+                rb = float("-inf")
                 for j in range(i, n - q + 1):
                     f += r["fwd_s"][j]
                     b += r["bwd_s"][j]
                     p += r["param_bytes"][j]
                     s += r["saved_bytes"][j]
-                    if _memory(p, s, r["input_bytes"][i], inflight, rcs, mult) > inp.hbm_bytes:
+                    si += r["input_bytes"][j]
+                    rb = max(rb, r["saved_bytes"][j] - r["input_bytes"][j])
+                    if _memory(p, s, r["input_bytes"][i], si, rb, inflight, rcs, per_layer, mult) > inp.hbm_bytes:
                         break
                     load = _compute(f, b, rcs) + r["recv"][i] + r["send"][j]
                     for kc, points in prev.get(j + 1, {}).items():

@@ -165,8 +165,8 @@ def _fronts(chain: Chain, inp, recompute, group, k_max, bound, front_cap):
     while True:
         out_l, out_p, out_c, ok = dp.pareto_fronts(
             chain.fwd, chain.bwd, chain.prm, chain.sav, chain.inb, chain.recv, chain.send, chain.widths // unit,
-            mult, float(inp.hbm_bytes), bool(recompute), int(group.cap), int(q_max), int(k_units), rep_k, rep_m, float(bound),
-            int(front_cap),
+            mult, float(inp.hbm_bytes), bool(recompute), inp.per_layer_recompute, int(group.cap), int(q_max), int(k_units),
+            rep_k, rep_m, float(bound), int(front_cap),
         )
         if ok:
             break
@@ -209,7 +209,7 @@ def rebuild(inp: PlacementInput, best: Candidate) -> Plan:
     chain = chain_arrays(inp, best.mi, best.tp_idx, best.same_node)
     mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
     stages, ok = dp.reconstruct(
-        *chain.args(), mult, float(inp.hbm_bytes), best.recompute, int(best.cap), best.stages,
+        *chain.args(), mult, float(inp.hbm_bytes), best.recompute, inp.per_layer_recompute, int(best.cap), best.stages,
         best.devices_per_pipeline, best.load_s, best.param_bytes,
     )
     if not ok:
