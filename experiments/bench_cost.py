@@ -6,6 +6,9 @@ PHAZE's space, vectorised, against the plain-Python per-op loop of phaze.cost.re
 Prints, in one run: the space enumeration time; the vectorised costing time and throughput
 (ops x points per second); the throughput of the plain-Python loop measured on a sample of points;
 their ratio. --quick costs TP 1 only and samples fewer points for the loop.
+
+Then, for the GPU presets, their peak and achievable (derated) rates and what derating does to the
+same Llama-2-7B layer at TP 1: one operator at a time, as on one CUDA stream (hw.inter_op_parallel false).
 """
 
 from __future__ import annotations
@@ -17,10 +20,32 @@ from phaze.config import compose_config
 from phaze.cost import Network, op_latencies
 from phaze.cost.reference import op_latency
 from phaze.hardware import Accelerator, enumerate_space
+from phaze.hardware.derating import DERATING_COLUMNS
 from phaze.workload.extract import extract_workload
 
 LOOP_POINTS = 200
 """Points the plain-Python loop costs (all ops of each graph on each): enough for a stable rate."""
+GPU_PRESETS = ("a100", "h100")
+IDEAL = dict(zip(DERATING_COLUMNS, (1.0, 1.0, 0.0)))
+"""Derating values of an ideal roofline: full peak rates, no per-operator overhead."""
+
+
+def derating_report(layer, network) -> None:
+    """Peak and achievable rates of each GPU preset, and the TP-1 `layer`'s serial time ideal vs derated."""
+    for name in GPU_PRESETS:
+        point = enumerate_space(compose_config(f"hw={name}").hw)
+        acc = Accelerator.from_row(point.iloc[0])
+        print(f"hw={name}: matmul {acc.peak_matmul_flops / 1e12:.1f} -> {acc.achievable_matmul_flops / 1e12:.1f} TFLOP/s "
+              f"(x{acc.matmul_efficiency}), HBM {acc.hbm_bytes_s / 1e9:.0f} -> {acc.achievable_hbm_bytes_s / 1e9:.1f} GB/s "
+              f"(x{acc.memory_efficiency}), {acc.op_overhead_s * 1e6:.1f} us per operator")
+        ideal_point = point.assign(**IDEAL)
+        for direction, graph in (("fwd", layer.fwd), ("bwd", layer.bwd)):
+            ops = graph.without_views().ops
+            real = op_latencies(ops, point, network, 1).parallel_s[:, 0].sum()
+            ideal = op_latencies(ops, ideal_point, network, 1).parallel_s[:, 0].sum()
+            overhead = len(ops) * acc.op_overhead_s
+            print(f"  layer {direction}, {len(ops)} operators: ideal {ideal * 1e3:.3f} ms, derated {real * 1e3:.3f} ms "
+                  f"(x{real / ideal:.3f}; per-operator overhead {overhead * 1e3:.3f} ms of it)")
 
 
 def main(quick: bool) -> None:
@@ -58,6 +83,7 @@ def main(quick: bool) -> None:
     print(f"plain-Python loop: {n_ops} ops x {len(accs)} points in {loop_s:.2f} s = {loop_rate:,.0f} op-points/s")
     print(f"speed-up of the vectorised model over the loop: {vector_rate / loop_rate:,.0f}x "
           f"(the loop would take {n_ops * len(points) / loop_rate:,.0f} s for the whole space)")
+    derating_report(workload.part(1, "layer"), network)
 
 
 if __name__ == "__main__":

@@ -7,18 +7,23 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.rates import GB, GHZ, KIB, MIB
 
 COST_COLUMNS = (
     "n_tc", "tc_rows", "tc_cols", "n_vc", "vc_width", "glb_mib", "hbm_gbps", "glb_gbps", "freq_ghz",
     "core_buffer_bytes_per_cycle", "tc_buffer_kib",
-)
+) + DERATING_COLUMNS
 """The point columns that change an operator's latency (HBM capacity, area and TDP do not)."""
 
 
 @dataclass(frozen=True, eq=False)
 class Chip:
-    """Per-point hardware rates in SI units; every array has shape (1, n_points)."""
+    """Per-point rates in SI units, derated to what kernels achieve; every array has shape (1, n_points).
+
+    `tc_clock_hz` is the clock times `matmul_efficiency` (array steps per second at the achievable
+    matmul rate); the bandwidths are their peaks times `memory_efficiency`; vector lanes run at `freq_hz`.
+    """
 
     n_tc: np.ndarray
     tc_rows: np.ndarray
@@ -26,22 +31,27 @@ class Chip:
     n_vc: np.ndarray
     vc_width: np.ndarray
     freq_hz: np.ndarray
+    tc_clock_hz: np.ndarray
     hbm_bytes_s: np.ndarray
     glb_bytes_s: np.ndarray
     core_port_bytes_s: np.ndarray
     glb_bytes: np.ndarray
     tc_buffer_bytes: np.ndarray
+    op_overhead_s: np.ndarray
 
     @classmethod
     def from_matrix(cls, values: np.ndarray) -> "Chip":
         """From a (n_points, len(COST_COLUMNS)) matrix of the COST_COLUMNS."""
         col = {name: values[:, i][None, :].astype(np.float64) for i, name in enumerate(COST_COLUMNS)}
         freq_hz = col["freq_ghz"] * GHZ
+        memory = col["memory_efficiency"]
         return cls(
             n_tc=col["n_tc"], tc_rows=col["tc_rows"], tc_cols=col["tc_cols"], n_vc=col["n_vc"], vc_width=col["vc_width"],
-            freq_hz=freq_hz, hbm_bytes_s=col["hbm_gbps"] * GB, glb_bytes_s=col["glb_gbps"] * GB,
-            core_port_bytes_s=col["core_buffer_bytes_per_cycle"] * freq_hz,
+            freq_hz=freq_hz, tc_clock_hz=freq_hz * col["matmul_efficiency"],
+            hbm_bytes_s=col["hbm_gbps"] * GB * memory, glb_bytes_s=col["glb_gbps"] * GB * memory,
+            core_port_bytes_s=col["core_buffer_bytes_per_cycle"] * freq_hz * memory,
             glb_bytes=col["glb_mib"] * MIB, tc_buffer_bytes=col["tc_buffer_kib"] * KIB,
+            op_overhead_s=col["op_overhead_s"],
         )
 
 
@@ -53,6 +63,7 @@ def unique_chips(points: pd.DataFrame) -> tuple[Chip, np.ndarray]:
     values = points[list(COST_COLUMNS)].astype(np.float64)
     if values.isna().to_numpy().any():
         raise ValueError(f"the points frame has missing values in {list(COST_COLUMNS)}")
+    check_derating({name: values[name].to_numpy() for name in DERATING_COLUMNS}, "points column ")
     codes = values.groupby(list(COST_COLUMNS), sort=False).ngroup().to_numpy()  # hashing: O(n), no row sort
     _, first = np.unique(codes, return_index=True)
     return Chip.from_matrix(values.to_numpy()[first]), codes

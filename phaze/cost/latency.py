@@ -47,12 +47,27 @@ def op_units(ops: pd.DataFrame) -> np.ndarray:
 
 
 def elem_bytes(ops: pd.DataFrame) -> np.ndarray:
-    """Bytes per element of each op's output (bytes_written / numel_out)."""
+    """Bytes per element of each op's output: the `elem_bytes` column, else bytes_written / numel_out."""
+    if "elem_bytes" in ops.columns:
+        given = ops["elem_bytes"].to_numpy(dtype=np.float64)
+        if np.all(given > 0):
+            return given
     numel = ops["numel_out"].to_numpy(dtype=np.float64)
     written = ops["bytes_written"].to_numpy(dtype=np.float64)
     if np.any(numel <= 0) or np.any(written <= 0):
-        raise ValueError("costed operators need numel_out > 0 and bytes_written > 0")
+        raise ValueError("costed operators need elem_bytes > 0, or numel_out > 0 and bytes_written > 0")
     return written / numel
+
+
+def fused_steps(ops: pd.DataFrame) -> np.ndarray:
+    """Steps inside a fused kernel (the `fused` column; False when absent): operands stay on chip."""
+    return ops["fused"].to_numpy(dtype=bool) if "fused" in ops.columns else np.zeros(len(ops), dtype=bool)
+
+
+def kernel_launches(ops: pd.DataFrame) -> np.ndarray:
+    """1 where an op starts a kernel (pays the launch overhead): every op but the later steps of a
+    fused kernel, whose first step is the one that reads from memory."""
+    return (~fused_steps(ops) | (ops["bytes_read"].to_numpy(dtype=np.float64) > 0)).astype(np.float64)
 
 
 INPUT_STREAMING_KINDS = ("reduction", "softmax", "norm", "loss")
@@ -81,12 +96,13 @@ def _matmul(ops: pd.DataFrame, chip):
         ops[["mm_b", "mm_m", "mm_k", "mm_n"]].to_numpy(dtype=np.float64),
         elem_bytes(ops),
         (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
+        fused_steps(ops),
     ])
     if np.any(cols[:, :4] <= 0):
         raise ValueError("a matmul op needs positive mm_b, mm_m, mm_k, mm_n")
     distinct, inverse = _unique_rows(cols)
-    b, m, k, n, e, io = (distinct[:, i][:, None] for i in range(6))
-    single, parallel = matmul_latency_s(b, m, k, n, e, io, chip)
+    b, m, k, n, e, io, on_chip = (distinct[:, i][:, None] for i in range(7))
+    single, parallel = matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool))
     return single, parallel, inverse
 
 
@@ -113,7 +129,10 @@ def collective_s(ops: pd.DataFrame, network, tp: int) -> np.ndarray:
 
 
 def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int) -> OpLatency:
-    """Latency of each op of `ops` on each point of `points` (one core / all cores), as an OpLatency."""
+    """Latency of each op of `ops` on each point of `points` (one core / all cores), as an OpLatency.
+
+    Tensor- and vector-core ops run at the point's achievable rates and pay its `op_overhead_s`
+    (kernel launch and tail); collectives take the network's time and views none."""
     if tp < 1:
         raise ValueError(f"tp must be >= 1, got {tp}")
     unit = op_units(ops)
@@ -124,8 +143,9 @@ def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int) -> O
         rows = np.flatnonzero(unit == name)
         if rows.size:
             s, p, op_index = cost(ops.iloc[rows], chip)
-            single[rows] = np.take(s, point_index, axis=1)[op_index]
-            parallel[rows] = np.take(p, point_index, axis=1)[op_index]
+            launch_s = kernel_launches(ops.iloc[rows])[:, None] * np.take(chip.op_overhead_s, point_index, axis=1)
+            single[rows] = np.take(s, point_index, axis=1)[op_index] + launch_s
+            parallel[rows] = np.take(p, point_index, axis=1)[op_index] + launch_s
     rows = np.flatnonzero(unit == "net")
     if rows.size:
         single[rows] = collective_s(ops.iloc[rows], network, tp)[:, None]
@@ -134,8 +154,9 @@ def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int) -> O
 
 
 def roofline_s(ops: pd.DataFrame, points: pd.DataFrame) -> np.ndarray:
-    """The roofline of each compute op on each point, (n_ops, n_points): its FLOPs at the chip's peak
-    for its unit, or its bytes at HBM bandwidth, whichever is slower; 0 for network and view ops."""
+    """The ideal roofline of each compute op on each point, (n_ops, n_points): its FLOPs at the chip's
+    peak for its unit, or its bytes at peak HBM bandwidth, whichever is slower (no derating, no
+    overhead: a bound no prediction may beat); 0 for network and view ops."""
     unit = op_units(ops)
     flops = ops["flops"].to_numpy(dtype=np.float64)[:, None]
     io = (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64)[:, None]

@@ -9,7 +9,8 @@ when it is an output dimension.
 
 Memory: bytes through HBM and through the buffer ports from square blocking, whose tile side is set
 by the buffer that holds the tiles (global buffer for HBM traffic, per-core buffer for the traffic
-into a core); never less than the op's compulsory bytes. Latency is the largest of the three bounds.
+into a core); never less than the op's compulsory bytes. Latency is the largest of the three bounds,
+each at the chip's achievable rate (array steps at `tc_clock_hz`, derated bandwidths: phaze.cost.chip).
 """
 
 from __future__ import annotations
@@ -57,18 +58,23 @@ def array_cycles(b, m, k, n, rows, cols, n_cores):
     return best
 
 
-def matmul_latency_s(b, m, k, n, elem_bytes, io_bytes, chip):
-    """(single-core, all-cores) latency in seconds; op arrays (n_ops, 1) broadcast against `chip` (1, n_points)."""
-    hbm_bytes = np.maximum(io_bytes, blocked_bytes(b, m, k, n, tile_side(chip.glb_bytes, elem_bytes), elem_bytes))
+def matmul_latency_s(b, m, k, n, elem_bytes, io_bytes, chip, on_chip=False):
+    """(single-core, all-cores) latency in seconds; op arrays (n_ops, 1) broadcast against `chip` (1, n_points).
+
+    `on_chip` marks steps of a fused kernel: their operands never go to HBM, so HBM carries only
+    their own io_bytes, while the core buffer ports still stream the blocked operands.
+    """
+    blocked_hbm = np.maximum(io_bytes, blocked_bytes(b, m, k, n, tile_side(chip.glb_bytes, elem_bytes), elem_bytes))
+    hbm_bytes = np.where(on_chip, io_bytes, blocked_hbm)
     port_bytes = np.maximum(hbm_bytes, blocked_bytes(b, m, k, n, tile_side(chip.tc_buffer_bytes, elem_bytes), elem_bytes))
     hbm_s = hbm_bytes / chip.hbm_bytes_s
     single = np.maximum.reduce([
-        array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, 1.0) / chip.freq_hz,
+        array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, 1.0) / chip.tc_clock_hz,
         hbm_s,
         port_bytes / np.minimum(chip.glb_bytes_s, chip.core_port_bytes_s),
     ])
     parallel = np.maximum.reduce([
-        array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, chip.n_tc) / chip.freq_hz,
+        array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, chip.n_tc) / chip.tc_clock_hz,
         hbm_s,
         port_bytes / np.minimum(chip.glb_bytes_s, chip.n_tc * chip.core_port_bytes_s),
     ])

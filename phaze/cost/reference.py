@@ -37,17 +37,18 @@ def _cycles(b, m, k, n, rows, cols, cores) -> float:
 
 def matmul_s(op, acc) -> tuple[float, float]:
     b, m, k, n = (int(op[c]) for c in ("mm_b", "mm_m", "mm_k", "mm_n"))
-    e = op["bytes_written"] / op["numel_out"]
+    e = op["elem_bytes"] if op.get("elem_bytes", 0) > 0 else op["bytes_written"] / op["numel_out"]
     io = op["bytes_read"] + op["bytes_written"]
     f = acc.freq_ghz * GHZ
-    hbm_bytes = max(io, _blocked(b, m, k, n, _tile(acc.glb_mib * MIB, e), e))
+    f_tc = f * acc.matmul_efficiency
+    mem = acc.memory_efficiency
+    hbm_bytes = io if op.get("fused", False) else max(io, _blocked(b, m, k, n, _tile(acc.glb_mib * MIB, e), e))
     port_bytes = max(hbm_bytes, _blocked(b, m, k, n, _tile(acc.tc_buffer_kib * KIB, e), e))
-    hbm_s = hbm_bytes / (acc.hbm_gbps * GB)
-    port = acc.core_buffer_bytes_per_cycle * f
-    single = max(_cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, 1) / f, hbm_s, port_bytes / min(acc.glb_gbps * GB, port))
-    parallel = max(
-        _cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, acc.n_tc) / f, hbm_s, port_bytes / min(acc.glb_gbps * GB, acc.n_tc * port)
-    )
+    hbm_s = hbm_bytes / (acc.hbm_gbps * GB * mem)
+    glb = acc.glb_gbps * GB * mem
+    port = acc.core_buffer_bytes_per_cycle * f * mem
+    single = max(_cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, 1) / f_tc, hbm_s, port_bytes / min(glb, port))
+    parallel = max(_cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, acc.n_tc) / f_tc, hbm_s, port_bytes / min(glb, acc.n_tc * port))
     return single, parallel
 
 
@@ -58,10 +59,12 @@ def vector_s(op, acc) -> tuple[float, float]:
     c = cycles_per_elem(op["target"])
     io = op["bytes_read"] + op["bytes_written"]
     f = acc.freq_ghz * GHZ
-    hbm_s = io / (acc.hbm_gbps * GB)
-    port = acc.core_buffer_bytes_per_cycle * f
-    single = max(math.ceil(elems / acc.vc_width) * c / f, hbm_s, io / min(acc.glb_gbps * GB, port))
-    parallel = max(math.ceil(elems / (acc.n_vc * acc.vc_width)) * c / f, hbm_s, io / min(acc.glb_gbps * GB, acc.n_vc * port))
+    mem = acc.memory_efficiency
+    hbm_s = io / (acc.hbm_gbps * GB * mem)
+    glb = acc.glb_gbps * GB * mem
+    port = acc.core_buffer_bytes_per_cycle * f * mem
+    single = max(math.ceil(elems / acc.vc_width) * c / f, hbm_s, io / min(glb, port))
+    parallel = max(math.ceil(elems / (acc.n_vc * acc.vc_width)) * c / f, hbm_s, io / min(glb, acc.n_vc * port))
     return single, parallel
 
 
@@ -73,6 +76,6 @@ def op_latency(op, acc, network, tp: int) -> tuple[str, float, float]:
     if kind == "collective":
         t = float(getattr(network, COLLECTIVES[op["target"]])(op["comm_bytes"], tp))
         return "net", t, t
-    if kind == "matmul":
-        return ("tc", *matmul_s(op, acc))
-    return ("vc", *vector_s(op, acc))
+    unit, (single, parallel) = ("tc", matmul_s(op, acc)) if kind == "matmul" else ("vc", vector_s(op, acc))
+    launch_s = acc.op_overhead_s if not op.get("fused", False) or op["bytes_read"] > 0 else 0.0
+    return unit, single + launch_s, parallel + launch_s

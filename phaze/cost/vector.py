@@ -1,5 +1,6 @@
 """Vector-core latency: elements over lanes (times the op's cycles per element), bounded below by
-the op's bytes through HBM and through the buffer ports. Every operand comes from and goes to HBM."""
+the op's bytes through HBM and through the buffer ports at their achievable (derated) bandwidths.
+Every operand comes from and goes to HBM."""
 
 from __future__ import annotations
 

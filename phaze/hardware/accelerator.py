@@ -10,8 +10,9 @@ from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
 @dataclass(frozen=True)
 class Accelerator:
     """PHAZE's template: `n_tc` tensor cores of `tc_rows x tc_cols` MACs, `n_vc` vector cores of
-    `vc_width` lanes, a global buffer, HBM and a clock; area and TDP from the configured models.
-    Inter-chip links are the cluster's (`phaze.cost.network.Network`), shared by every point."""
+    `vc_width` lanes, a global buffer, HBM and a clock; area and TDP from the configured models; the
+    derating of its peak rates (phaze.hardware.derating). Inter-chip links are the cluster's
+    (`phaze.cost.network.Network`), shared by every point."""
 
     n_tc: int
     tc_rows: int
@@ -28,6 +29,9 @@ class Accelerator:
     vc_buffer_kib: float
     area_mm2: float
     tdp_w: float
+    matmul_efficiency: float
+    memory_efficiency: float
+    op_overhead_s: float
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":
@@ -53,8 +57,18 @@ class Accelerator:
         return float(peak_vector_ops(self.n_vc, self.vc_width, self.freq_ghz))
 
     @property
+    def achievable_matmul_flops(self) -> float:
+        """The tensor-core peak times `matmul_efficiency`: what large matmuls reach."""
+        return self.peak_matmul_flops * self.matmul_efficiency
+
+    @property
     def hbm_bytes_s(self) -> float:
         return self.hbm_gbps * GB
+
+    @property
+    def achievable_hbm_bytes_s(self) -> float:
+        """The HBM peak times `memory_efficiency`: what streaming kernels reach."""
+        return self.hbm_bytes_s * self.memory_efficiency
 
     @property
     def glb_bytes_s(self) -> float:

@@ -1,5 +1,5 @@
 """The accelerator design space: the points of a hardware config, their derived columns (per-core
-buffers, peak rates, area, TDP), and the area / power budget that decides which points are valid.
+buffers, peak rates, derating, area, TDP), and the area / power budget that decides which points are valid.
 
 PHAZE's rule (reference/phaze-method.md §3.2): keep a point when
 `area_min_fraction * A_max <= area <= A_max`, single-tensor-core and single-vector-core points being
@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from phaze.hardware.area import area_mm2
+from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.power import tdp_w
 from phaze.hardware.rates import GB, FLOPS_PER_MAC, core_buffer_kib, peak_matmul_flops, peak_vector_ops
 
@@ -48,11 +49,15 @@ def grid_axes(hw) -> pd.DataFrame:
 
 def describe_points(hw, axes: pd.DataFrame) -> pd.DataFrame:
     """The points `axes` (AXES columns) with the config's chip-wide values and every derived column."""
+    derating = {name: float(getattr(hw, name)) for name in DERATING_COLUMNS}
+    check_derating(derating, "hw.")
     frame = axes[list(AXES)].astype(np.int64).reset_index(drop=True)
     frame["hbm_gbps"] = float(hw.hbm_gbps)
     frame["glb_gbps"] = float(hw.glb_gbps)
     frame["freq_ghz"] = float(hw.freq_ghz)
     frame["core_buffer_bytes_per_cycle"] = float(hw.core_buffer_bytes_per_cycle)
+    for name, value in derating.items():
+        frame[name] = value
     n_tc, rows, cols = frame["n_tc"].to_numpy(), frame["tc_rows"].to_numpy(), frame["tc_cols"].to_numpy()
     n_vc, width = frame["n_vc"].to_numpy(), frame["vc_width"].to_numpy()
     frame["tc_buffer_kib"] = core_buffer_kib(rows * cols, hw.core_buffer_bytes_per_pe, hw.core_buffer_min_kib)

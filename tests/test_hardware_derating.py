@@ -1,0 +1,68 @@
+"""Derating fields of the hardware config: defaults, preset values against their sources, validation."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from phaze.hardware import Accelerator, enumerate_space
+from phaze.hardware.derating import DERATING_COLUMNS
+from phaze.schema import HwCfg
+from tests.conftest import compose_cfg
+
+IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0}
+
+
+def preset(name: str) -> Accelerator:
+    return Accelerator.from_row(enumerate_space(compose_cfg(f"hw={name}").hw).iloc[0])
+
+
+def test_schema_defaults_are_the_ideal_roofline():
+    cfg = HwCfg()
+    assert {name: getattr(cfg, name) for name in DERATING_COLUMNS} == IDEAL
+
+
+@pytest.mark.parametrize("name", ["phaze_grid", "tiny_grid", "tpuv4"])
+def test_phaze_accelerators_stay_ideal(name):
+    space = enumerate_space(compose_cfg(f"hw={name}").hw)
+    for column, value in IDEAL.items():
+        assert (space[column] == value).all(), column
+
+
+@pytest.mark.parametrize("name, mamf_tflops, spec_tflops, stream_gbps, hbm_gbps", [
+    ("a100", 271.2, 312.0, 1724.827, 2039.0),  # Bekman MAMF v2; BabelStream Triad on Tursa
+    ("h100", 794.5, 989.0, 2903.0, 3350.0),  # Bekman MAMF v2; Voltage Park D2D copy
+])
+def test_gpu_presets_carry_their_measured_efficiencies(name, mamf_tflops, spec_tflops, stream_gbps, hbm_gbps):
+    acc = preset(name)
+    assert acc.matmul_efficiency == round(mamf_tflops / spec_tflops, 4)
+    assert acc.memory_efficiency == round(stream_gbps / hbm_gbps, 4)
+    assert acc.op_overhead_s == 2.6e-6
+    assert acc.achievable_matmul_flops == pytest.approx(mamf_tflops * 1e12 * acc.peak_matmul_flops / (spec_tflops * 1e12), rel=1e-4)
+    assert acc.achievable_hbm_bytes_s == pytest.approx(stream_gbps * 1e9, rel=1e-4)
+
+
+def test_a100_keeps_issue_3_must_show_margins():
+    acc = preset("a100")
+    assert acc.matmul_efficiency >= 0.85
+    assert acc.memory_efficiency >= 0.80
+
+
+@pytest.mark.parametrize("hw", ["a100", "phaze_grid"])
+@pytest.mark.parametrize("override, message", [
+    ("matmul_efficiency=0", "hw.matmul_efficiency must be in (0, 1], got 0.0"),
+    ("matmul_efficiency=1.2", "hw.matmul_efficiency must be in (0, 1], got 1.2"),
+    ("memory_efficiency=-0.5", "hw.memory_efficiency must be in (0, 1], got -0.5"),
+    ("memory_efficiency=nan", "hw.memory_efficiency must be in (0, 1], got nan"),
+    ("op_overhead_s=-1e-6", "hw.op_overhead_s must be a finite number of seconds >= 0, got -1e-06"),
+    ("op_overhead_s=inf", "hw.op_overhead_s must be a finite number of seconds >= 0, got inf"),
+])
+def test_out_of_range_derating_is_rejected_naming_the_field(hw, override, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        enumerate_space(compose_cfg(f"hw={hw}", f"hw.{override}").hw)
+
+
+def test_boundary_values_are_accepted():
+    space = enumerate_space(compose_cfg("hw=a100", "hw.matmul_efficiency=1.0", "hw.memory_efficiency=0.01", "hw.op_overhead_s=0").hw)
+    assert space[list(DERATING_COLUMNS)].iloc[0].tolist() == [1.0, 0.01, 0.0]
