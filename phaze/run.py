@@ -1,6 +1,8 @@
-"""`python -m phaze.run`: compose the config, extract (or load) the workload, summarise and log it.
+"""`python -m phaze.run`: the architecture x placement search for one model on one space and cluster.
 
-Later stages (hardware space, schedule, placement, search) extend this same entry point.
+Composes the config, extracts (or loads) the workload, runs the Optuna study with exact bound
+pruning (resumable: the study lives in search.storage), prints the best design against the
+TPUv4-like chip with the expert placement, and logs the study to MLflow (parent run + one child per trial).
 """
 
 from __future__ import annotations
@@ -8,11 +10,11 @@ from __future__ import annotations
 import logging
 
 import hydra
-from omegaconf import OmegaConf
-
 from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.report.study import final_table, history_figure, scatter_figure
+from phaze.search.study import run_study, study_name, tracker_for
 from phaze.summary import workload_summary
-from phaze.tracking import log_summary_run, resolve_tracking_uri
+from phaze.validate import positive_ints
 from phaze.workload.extract import extract_workload
 
 log = logging.getLogger("phaze")
@@ -20,21 +22,33 @@ log = logging.getLogger("phaze")
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg) -> None:
-    workload = extract_workload(
-        cfg.model, mbs=cfg.train.mbs[0], bytes_per_elem=cfg.train.bytes_per_elem,
-        tp_widths=cfg.train.tp_widths, cache_dir=cfg.cache_dir,
-    )
+    mbs = positive_ints(cfg.train.mbs, "train.mbs")[0]
+    workload = extract_workload(cfg.model, mbs, cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir)
     summary = workload_summary(workload)
     print(summary.to_string())
-    if cfg.tracking.enabled:
-        uri = resolve_tracking_uri(cfg.tracking.uri)
-        run_id = log_summary_run(
-            uri, cfg.tracking.experiment, run_name=f"workload-{cfg.model.name}",
-            params={"model": cfg.model.name, "hw": cfg.hw.name, "cluster": cfg.cluster.name, "train.mbs": workload.mbs},
-            metrics={"model.params": float(workload.params), "model.train_flops_per_seq": summary.train_flops_per_seq},
-            config_yaml=OmegaConf.to_yaml(cfg, resolve=True), tags={"stage": "workload"},
+    tracker = tracker_for(cfg)
+    outcome = run_study(cfg, tracker)
+    table = final_table(outcome)
+    print(f"\nstudy {study_name(cfg)}: {outcome.n_trials} trials, {outcome.n_pruned} pruned, "
+          f"{outcome.n_full_evals} fully evaluated of {len(outcome.evaluator)} points, {outcome.wall_s:.0f} s")
+    print(table.to_string(index=False))
+    if tracker is not None:
+        tracker.log_params({"model": cfg.model.name, "hw": cfg.hw.name, "cluster": cfg.cluster.name,
+                            "search.sampler": cfg.search.sampler, "search.objective": cfg.search.objective})
+        best_area = float(outcome.evaluator.points.area_mm2.iloc[outcome.best_index]) if outcome.best is not None else None
+        tracker.finish(
+            metrics={
+                "model.params": float(workload.params), "model.train_flops_per_seq": summary.train_flops_per_seq,
+                "best.throughput_seq_s": outcome.best.throughput_seq_s if outcome.best else None, "best.area_mm2": best_area,
+                "grid_size": len(outcome.evaluator), "n_trials": outcome.n_trials, "n_pruned": outcome.n_pruned,
+                "n_full_evals": outcome.n_full_evals, "baseline.throughput_seq_s": outcome.baseline.throughput_seq_s,
+                "speedup_vs_baseline": outcome.speedup, "wall_s": outcome.wall_s,
+                "logging_s_per_trial": tracker.overhead_per_trial_s,
+            },
+            tables={"best_strategy.json": table},
+            figures={"throughput_vs_area.png": scatter_figure(outcome), "optimization_history.png": history_figure(outcome)},
         )
-        print(f"logged MLflow run {run_id} to {uri}")
+        print(f"logged study to MLflow run {tracker.parent_id} (experiment {cfg.tracking.experiment})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""What a finished study shows a person: the final table, the throughput-vs-area scatter with its
+Pareto front, and the optimisation history (matplotlib figures, logged to MLflow by phaze.run)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from phaze.search.study import StudyOutcome, trials_frame  # noqa: E402
+
+
+def strategy_row(evaluation) -> dict:
+    r = evaluation.result
+    if r is None or not r.feasible:
+        return {"dp": None, "pp": None, "tp": None, "mbs": None, "recompute": None, "throughput_seq_s": 0.0}
+    s = r.strategy
+    return {"dp": s.dp, "pp": s.pp, "tp": s.tp if isinstance(s.tp, int) else str(list(s.tp)), "mbs": s.mbs,
+            "recompute": s.recompute, "throughput_seq_s": r.throughput_seq_s, "mfu": r.mfu,
+            "memory_per_device_gib": r.memory_per_device_bytes / 2**30, "time_per_batch_s": r.time_per_batch_s}
+
+
+def final_table(outcome: StudyOutcome) -> pd.DataFrame:
+    """Best point and the TPUv4-like baseline side by side: architecture, placement, throughput, area."""
+    ev = outcome.evaluator
+    rows = []
+    if outcome.best is not None:
+        rows.append({"design": "searched", **ev.arch_params(outcome.best_index),
+                     "area_mm2": float(ev.points.area_mm2.iloc[outcome.best_index]), **strategy_row(outcome.best)})
+    rows.append({"design": "TPUv4-like + expert placement", **strategy_row(outcome.baseline)})
+    table = pd.DataFrame(rows)
+    table["speedup_vs_baseline"] = [outcome.speedup, 1.0][: len(table)] if outcome.best is not None else [1.0]
+    return table
+
+
+def pareto_mask(throughput: np.ndarray, area: np.ndarray) -> np.ndarray:
+    """Points no other point beats on both throughput (higher) and area (lower)."""
+    order = np.lexsort((-throughput, area))
+    mask = np.zeros(len(area), dtype=bool)
+    best = -np.inf
+    for i in order:
+        if throughput[i] > best:
+            mask[i] = True
+            best = throughput[i]
+    return mask
+
+
+def scatter_figure(outcome: StudyOutcome):
+    df = trials_frame(outcome)
+    done = df[df.state == "COMPLETE"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    pruned = df[df.state == "PRUNED"]
+    ax.scatter(pruned.area_mm2, pruned.bound, s=8, c="lightgray", label="pruned (bound)")
+    ax.scatter(done.area_mm2, done.value, s=14, c="tab:blue", label="evaluated")
+    if len(done):
+        front = done[pareto_mask(done.value.to_numpy(), done.area_mm2.to_numpy())].sort_values("area_mm2")
+        ax.step(front.area_mm2, front.value, where="post", c="tab:red", label="Pareto front")
+    ax.set_xlabel("area (mm²)")
+    ax.set_ylabel("objective (sequences/s)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def history_figure(outcome: StudyOutcome):
+    df = trials_frame(outcome).sort_values("trial")
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    done = df[df.state == "COMPLETE"]
+    ax.scatter(done.trial, done.value, s=10, label="evaluated")
+    ax.plot(df.trial, df.value.fillna(-np.inf).cummax().replace(-np.inf, np.nan), c="tab:red", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("objective")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

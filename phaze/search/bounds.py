@@ -1,0 +1,69 @@
+"""Upper bounds on a point's throughput, used to prune it before any ILP runs (exact: never loses the optimum).
+
+Both come from per-layer lower bounds on the makespan (critical path, work / cores: phaze.schedule
+bounds), which never exceed the scheduled latency:
+- the work bound, vectorised over all points: every microbatch needs at least W = sum over parts of
+  the least device-time (t devices x latency at width t) of its forward and backward, and D devices
+  supply D x (time per batch), so throughput <= D * mbs / W, best over microbatch sizes;
+- the placement bound, one point at a time: the placement DP itself run on the lower-bound latencies
+  (the DP's optimum only grows when latencies shrink; memory does not depend on them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from phaze.cost.latency import op_latencies
+from phaze.cost.network import Network
+from phaze.pipeline import LATENCY_FIELDS, tp_values_of
+from phaze.schedule import lower_bound_batch_s
+from phaze.workload.graph import PARTS, Workload
+
+
+def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: int, inter_op_parallel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(makespan lower bound, TP collective time) of one direction, per point: two arrays [P]."""
+    compute = graph.without_views()
+    lat = op_latencies(compute.ops, points, network, tp)
+    comm = lat.single_s[lat.unit == "net"].sum(axis=0)
+    if not inter_op_parallel:
+        return lat.parallel_s.sum(axis=0), comm
+    bound = lower_bound_batch_s(compute, lat.unit, lat.single_s, lat.parallel_s, points.n_tc.to_numpy(), points.n_vc.to_numpy())
+    return bound, comm
+
+
+def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, network: Network, inter_op_parallel: bool) -> dict[str, dict[str, np.ndarray]]:
+    """Per part and field, lower-bound latencies shaped [len(mbs), len(tp), P] (NaN where not extracted)."""
+    mbs_values, tp_values = sorted(workloads), tp_values_of(workloads)
+    shape = (len(mbs_values), len(tp_values), len(points))
+    out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
+    for mi, mbs in enumerate(mbs_values):
+        for ti, t in enumerate(tp_values):
+            if t not in workloads[mbs].graphs:
+                continue
+            for part in PARTS:
+                g = workloads[mbs].part(t, part)
+                out[part]["fwd_s"][mi, ti], out[part]["tp_comm_fwd_s"][mi, ti] = direction_lower_bounds(g.fwd, points, network, t, inter_op_parallel)
+                out[part]["bwd_s"][mi, ti], out[part]["tp_comm_bwd_s"][mi, ti] = direction_lower_bounds(g.bwd, points, network, t, inter_op_parallel)
+    return out
+
+
+def latencies_at(bounds: dict[str, dict[str, np.ndarray]], index: int) -> dict[str, dict[str, np.ndarray]]:
+    """One point's slice of lower_bound_latencies, in the shape phaze.pipeline takes."""
+    return {p: {f: a[..., index] for f, a in fields.items()} for p, fields in bounds.items()}
+
+
+def work_bound_throughput(bounds: dict[str, dict[str, np.ndarray]], workloads: dict[int, Workload], devices: int) -> np.ndarray:
+    """Throughput upper bound (sequences/s) per point from total device-time: max over mbs of D*mbs/W."""
+    mbs_values, tp_values = sorted(workloads), np.array(tp_values_of(workloads), dtype=np.float64)
+    num_layers = next(iter(workloads.values())).num_layers
+    count = {"pre": 1, "layer": num_layers, "post": 1}
+    best = None
+    for mi, mbs in enumerate(mbs_values):
+        work = 0.0
+        for part in PARTS:
+            device_s = tp_values[:, None] * (bounds[part]["fwd_s"][mi] + bounds[part]["bwd_s"][mi])  # [T, P]
+            work = work + count[part] * np.nanmin(device_s, axis=0)
+        bound = devices * mbs / work
+        best = bound if best is None else np.maximum(best, bound)
+    return best

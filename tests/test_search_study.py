@@ -1,0 +1,81 @@
+"""The search on hw=tiny_grid: every sampler with pruning finds the exhaustive grid's best, and
+pruning only ever removes points that the unpruned grid shows to be no better."""
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from phaze.config import compose_config
+from phaze.search import run_study, trials_frame
+from phaze.search.study import tracker_for
+
+pytestmark = pytest.mark.slow
+
+TINY_MODEL = [
+    "model=gpt2", "model.num_layers=2", "model.hidden_size=256", "model.num_heads=4", "model.num_kv_heads=4",
+    "model.ffn_hidden_size=1024", "model.seq_len=128", "model.max_position_embeddings=128", "model.vocab_size=1000",
+    "model.max_tp=2", "train.mbs=[1,2]", "train.tp_widths=[1,2]", "train.global_batch=64", "cluster.devices=16",
+]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("search-cache")
+    return TINY_MODEL + ["hw=tiny_grid", "hw.inter_op_parallel=false", f"cache_dir={cache}", f"schedule.cache_dir={cache}/schedule",
+                         "search.storage=memory", "tracking.enabled=false", "search.seed=3"]
+
+
+def study(base, *overrides):
+    return run_study(compose_config(*base, *overrides), progress=False)
+
+
+@pytest.fixture(scope="module")
+def exhaustive(base):
+    """Every point fully evaluated: the ground truth."""
+    out = study(base, "search=grid", "search.prune=false")
+    df = trials_frame(out)
+    assert (df.state == "COMPLETE").all() and len(df) == len(out.evaluator)
+    return df.set_index("point").value
+
+
+@pytest.mark.parametrize("sampler,trials", [("grid", 0), ("bound", 0), ("tpe", 120), ("nsga2", 120)])
+def test_pruned_study_finds_the_exhaustive_best(base, exhaustive, sampler, trials):
+    out = study(base, f"search={sampler}", f"search.n_trials={trials or 1}")
+    df = trials_frame(out)
+    assert out.best.throughput_seq_s == pytest.approx(exhaustive.max(), rel=1e-12)
+    pruned = df[df.state == "PRUNED"]
+    assert len(pruned) > 0
+    # every pruned point is one the exhaustive grid shows to be no better than the best found
+    assert (exhaustive.loc[pruned.point].to_numpy() <= out.best.throughput_seq_s * (1 + 1e-12)).all()
+    # and its recorded bound really bounds its value
+    assert (exhaustive.loc[pruned.point].to_numpy() <= pruned.bound.to_numpy() * (1 + 1e-12)).all()
+    if sampler == "bound":
+        assert out.n_full_evals < len(out.evaluator) / 4
+
+
+def test_bounds_are_true_bounds(base, exhaustive):
+    out = study(base, "search=grid", "search.prune=false")
+    ev = out.evaluator
+    values = exhaustive.sort_index().to_numpy()
+    assert (ev.work_bound >= values * (1 - 1e-12)).all()
+    placement = np.array([ev.placement_bound(i) for i in range(len(ev))])
+    assert (placement >= values * (1 - 1e-12)).all()
+    assert (ev.work_bound >= placement * (1 - 1e-12)).all()
+
+
+def test_study_logs_one_child_per_trial(base, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = compose_config(*base, "search=tpe", "search.n_trials=25", "tracking.enabled=true", f"tracking.uri={uri}")
+    tracker = tracker_for(cfg)
+    out = run_study(cfg, tracker, progress=False)
+    tracker.finish({"n_trials": out.n_trials})
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
+    assert len(runs) == out.n_trials == 25
+    assert sorted(pd.to_numeric(runs["params.trial_number"]).tolist()) == list(range(25))
+    full = runs[runs["tags.pruned"] == "False"]
+    for column in ["metrics.throughput_seq_s", "metrics.area_mm2", "metrics.time_per_batch_s", "metrics.mfu",
+                   "metrics.memory_per_device_gib", "metrics.ilp_s", "metrics.dp_s", "params.hw.n_tc", "params.place.dp",
+                   "params.place.pp", "params.place.tp", "params.train.mbs", "params.train.recompute"]:
+        assert column in runs.columns and full[column].notna().all(), column
