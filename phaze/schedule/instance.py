@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_bipartite_matching
 
 UNITS = ("tc", "vc", "net", "none")
 """tc: tensor cores, vc: vector cores, net: the network (collectives), none: no resource."""
@@ -19,6 +21,14 @@ RESOURCES = ("tc", "vc", "net")
 
 NET_CAPACITY = 1
 """Collectives serialise on the network (issue 4 contract); they may overlap compute."""
+
+
+def antichain_width(reach: np.ndarray) -> int:
+    """Largest set of pairwise unreachable vertices of a transitively closed DAG (boolean matrix)."""
+    if not len(reach):
+        return 0
+    matching = maximum_bipartite_matching(sp.csr_matrix(reach), perm_type="column")
+    return int(len(reach) - np.count_nonzero(matching >= 0))
 
 
 class InfeasibleLayerError(ValueError):
@@ -198,6 +208,27 @@ class LayerProblem:
             for i in self.preds[j]:
                 tail[i] = max(tail[i], tail[j] + self.dur_min[j])
         return tail
+
+    def reversed(self) -> "LayerProblem":
+        """The same problem with every dependency reversed and operator ids mirrored (i -> n-1-i).
+
+        A schedule of it read backwards from its makespan is a schedule of this problem.
+        """
+        last = self.n - 1
+        return LayerProblem(
+            last - self.dst, last - self.src, self.unit[::-1].copy(), self.single_s[::-1].copy(),
+            self.parallel_s[::-1].copy(), self.n_tc, self.n_vc,
+        )
+
+    @cached_property
+    def width(self) -> np.ndarray:
+        """Per resource: the most operators holding it that no dependency orders (largest antichain,
+        n minus a maximum matching of the reachability relation; Dilworth / Fulkerson 1956)."""
+        out = np.zeros(len(RESOURCES), dtype=np.int64)
+        for r in range(len(RESOURCES)):
+            on = np.flatnonzero(self.holds & (self.resource == r))
+            out[r] = antichain_width(self.reach[np.ix_(on, on)])
+        return out
 
     @cached_property
     def critical_path_s(self) -> float:

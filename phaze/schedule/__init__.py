@@ -1,0 +1,23 @@
+"""Per-layer operator scheduling: start times and single-core / all-core modes minimising the makespan.
+
+The exact MILP (ilp.py) is solved by Gurobi or HiGHS (backends/); a list schedule (heuristic.py)
+gives its upper bound and warm start, bounds.py the lower bound the search prunes with, and
+checker.py replays any schedule and fails on a violation.
+"""
+
+from phaze.schedule.bounds import lower_bound_batch_s, lower_bound_s
+from phaze.schedule.checker import ScheduleError, check_schedule
+from phaze.schedule.instance import InfeasibleLayerError, LayerProblem
+from phaze.schedule.layer import heuristic_for, schedule_layer
+from phaze.schedule.result import LayerSchedule
+
+
+def heuristic_schedule(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int) -> LayerSchedule:
+    """The best list schedule (feasible; status "optimal" only when it meets the lower bound)."""
+    return heuristic_for(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc))
+
+
+__all__ = [
+    "InfeasibleLayerError", "LayerSchedule", "ScheduleError", "check_schedule", "heuristic_schedule",
+    "lower_bound_batch_s", "lower_bound_s", "schedule_layer",
+]

@@ -1,0 +1,58 @@
+"""The interface every MILP backend implements, with a status vocabulary shared by all of them."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from phaze.schedule.problem import MilpModel
+
+MIP_ABS_GAP = 1e-9
+"""Absolute gap in model units; the schedule model's objective is ~1 (scaled by its upper bound),
+so this is negligible next to any relative gap and lets mip_gap=0 mean "optimal"."""
+
+
+class SolveStatus(enum.Enum):
+    OPTIMAL = "optimal"          # proven within the requested gap
+    TIME_LIMIT = "time_limit"    # stopped by the time limit, with an incumbent
+    NO_SOLUTION = "no_solution"  # stopped by the time limit before any incumbent
+    INFEASIBLE = "infeasible"
+    SIZE_LIMIT = "size_limit"    # the licence cannot hold the model (Gurobi pip licence)
+    UNAVAILABLE = "unavailable"  # not installed or no licence
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class SolveParams:
+    mip_gap: float
+    time_limit_s: float
+    threads: int
+
+
+@dataclass(frozen=True, eq=False)
+class SolveResult:
+    status: SolveStatus
+    backend: str
+    objective: float = float("nan")
+    bound: float = float("-inf")
+    x: np.ndarray | None = None
+    wall_s: float = 0.0
+    message: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        """Only then may objective and x be read."""
+        return self.status in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT) and self.x is not None
+
+
+class Backend(ABC):
+    """Solves a MilpModel; never raises for solver-side failures, it reports them in the status."""
+
+    name: str
+
+    @abstractmethod
+    def solve(self, model: MilpModel, params: SolveParams, warm_start: np.ndarray | None = None) -> SolveResult:
+        ...

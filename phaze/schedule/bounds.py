@@ -1,0 +1,98 @@
+"""Lower bounds on a layer's makespan, vectorised over many accelerator points for search pruning.
+
+A unit (tensor cores, vector cores, network) can at any instant run one operator in parallel mode,
+or at most min(cores, width) in single mode, width being the most operators of the unit that no
+dependency orders. So each operator needs a share of the unit's time: parallel_s in parallel mode,
+single_s / min(cores, width) in single mode, and the makespan is at least
+* the critical path with every operator in its fastest mode, and
+* per unit, the sum of the operators' smallest shares;
+and, for one problem, the one-machine bound per unit: for any set S of its operators,
+min head(S) + sum share(S) + min tail(S) (heads, tails: fastest paths before and after).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze.schedule.instance import NET_CAPACITY, RESOURCES, LayerProblem, antichain_width, edges_of
+
+
+def _reach(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    r = np.zeros((n, n), dtype=bool)
+    order = np.argsort(dst, kind="stable")
+    for s, d in zip(src[order].tolist(), dst[order].tolist()):
+        r[:, d] |= r[:, s]
+        r[s, d] = True
+    return r
+
+
+def lower_bound_batch_s(graph, unit, single_s, parallel_s, n_tc, n_vc) -> np.ndarray:
+    """Lower bound (s) per point: single_s, parallel_s are [n_ops, P]; n_tc, n_vc are [P] (or scalars)."""
+    unit = np.asarray(unit).astype(str)
+    single = np.asarray(single_s, dtype=np.float64)
+    parallel = np.asarray(parallel_s, dtype=np.float64)
+    if single.ndim == 1:
+        single, parallel = single[:, None], parallel[:, None]
+    n, p = single.shape
+    cores = {
+        "tc": np.broadcast_to(np.asarray(n_tc, dtype=np.float64), (p,)),
+        "vc": np.broadcast_to(np.asarray(n_vc, dtype=np.float64), (p,)),
+        "net": np.full(p, float(NET_CAPACITY)),
+    }
+    fastest = np.minimum(single, parallel)
+    src, dst = edges_of(graph)
+    preds = [[] for _ in range(n)]
+    for s, d in zip(src.tolist(), dst.tolist()):
+        preds[d].append(s)
+    finish = np.empty_like(fastest)
+    for j in range(n):
+        start = finish[preds[j]].max(axis=0) if preds[j] else 0.0
+        finish[j] = start + fastest[j]
+    bound = finish.max(axis=0) if n else np.zeros(p)
+    reach = _reach(n, src, dst)
+    for name in RESOURCES:
+        on = np.flatnonzero(unit == name)
+        if not len(on):
+            continue
+        concurrent = np.minimum(cores[name], antichain_width(reach[np.ix_(on, on)]))
+        share = np.minimum(single[on] / concurrent[None, :], parallel[on]) if name != "net" else fastest[on] / NET_CAPACITY
+        bound = np.maximum(bound, share.sum(axis=0))
+    return bound
+
+
+def lower_bound_s(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int) -> float:
+    """Lower bound (s) on the makespan of one problem; see lower_bound_batch_s."""
+    return float(lower_bound_batch_s(graph, unit, single_s, parallel_s, n_tc, n_vc)[0])
+
+
+def shares_s(problem: LayerProblem) -> np.ndarray:
+    """Each operator's smallest share (s) of its unit's time (0 for `none`)."""
+    concurrent = np.minimum(problem.capacity, np.maximum(problem.width, 1))
+    k = concurrent[np.maximum(problem.resource, 0)]
+    exclusive_share = np.where(problem.choice | problem.fixed_exclusive, problem.dur_parallel, np.inf)
+    single_share = np.where(problem.fixed_exclusive, np.inf, problem.dur_single / k)
+    return np.where(problem.holds, np.minimum(exclusive_share, single_share), 0.0)
+
+
+def one_machine_bound_s(problem: LayerProblem) -> float:
+    """max over units and over sets S = {head >= a, tail >= b} of min head + sum share + min tail."""
+    share = shares_s(problem)
+    best = 0.0
+    for r in range(len(RESOURCES)):
+        on = np.flatnonzero(problem.holds & (problem.resource == r))
+        if not len(on):
+            continue
+        head, tail, sh = problem.head_s[on], problem.tail_s[on], share[on]
+        by_tail = np.argsort(-tail, kind="stable")
+        head, tail, sh = head[by_tail], tail[by_tail], sh[by_tail]
+        for a in np.unique(head):
+            keep = head >= a
+            # Operators sorted by decreasing tail: the first k have min tail tail[k-1].
+            best = max(best, float(np.max(a + np.cumsum(sh[keep]) + tail[keep])))
+    return best
+
+
+def problem_lower_bound_s(problem: LayerProblem) -> float:
+    """The strongest bound here for one problem: the batch bound and the one-machine bound."""
+    batch = lower_bound_batch_s((problem.src, problem.dst), problem.unit, problem.single_s, problem.parallel_s, problem.n_tc, problem.n_vc)
+    return max(float(batch[0]), one_machine_bound_s(problem))

@@ -1,0 +1,94 @@
+"""Solved layers on disk (one JSON file per problem) with an in-process copy in front.
+
+The key is the problem's content, not its origin: edges, units, both latencies of every operator,
+the core counts as far as they matter (a 1-core unit differs from a multi-core one; beyond the
+number of operators on a unit, more cores cannot change which single-mode operators may overlap),
+and the requested MIP gap. So the same layer on an equivalent chip is never solved twice, whichever
+backend solved it first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from phaze.schedule.instance import RESOURCES, LayerProblem
+from phaze.schedule.result import LayerSchedule
+
+CACHE_VERSION = 1
+"""Bump when the model or the meaning of a cached schedule changes, so stale entries are ignored."""
+
+
+def effective_cores(problem: LayerProblem) -> list[int]:
+    """Per resource: 1 stays 1; otherwise min(cores, max(2, operators that hold the resource))."""
+    holders = np.bincount(problem.resource[problem.holds], minlength=len(RESOURCES))
+    return [int(c) if c == 1 else int(min(c, max(2, h))) for c, h in zip(problem.capacity.tolist(), holders.tolist())]
+
+
+def problem_key(problem: LayerProblem, mip_gap: float) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"v": CACHE_VERSION, "n": problem.n, "cores": effective_cores(problem), "gap": float(mip_gap)}).encode())
+    h.update(",".join(problem.unit.tolist()).encode())
+    for arr in (problem.src, problem.dst, problem.single_s, problem.parallel_s):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+class ScheduleCache:
+    """load/save LayerSchedules by problem key under one directory."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self._memory: dict[str, dict] = {}
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def load(self, key: str, time_limit_s: float) -> LayerSchedule | None:
+        """A cached schedule, unless it stopped on a shorter time limit than the one asked for now."""
+        entry = self._memory.get(key)
+        if entry is None:
+            path = self._path(key)
+            if not path.exists():
+                return None
+            entry = json.loads(path.read_text())
+            self._memory[key] = entry
+        if entry["status"] == "time_limit" and entry["time_limit_s"] < time_limit_s:
+            return None
+        return LayerSchedule(
+            makespan_s=entry["makespan_s"], start_s=np.array(entry["start_s"], dtype=np.float64),
+            parallel=np.array(entry["parallel"], dtype=bool), backend=entry["backend"], status=entry["status"],
+            mip_gap=entry["mip_gap"], solve_s=entry["solve_s"], from_cache=True, bound_s=entry["bound_s"],
+            fallback=entry["fallback"],
+        )
+
+    def save(self, key: str, schedule: LayerSchedule, time_limit_s: float) -> None:
+        entry = {
+            "makespan_s": float(schedule.makespan_s), "start_s": schedule.start_s.tolist(),
+            "parallel": schedule.parallel.tolist(), "backend": schedule.backend, "status": schedule.status,
+            "mip_gap": float(schedule.mip_gap), "solve_s": float(schedule.solve_s), "bound_s": float(schedule.bound_s),
+            "fallback": schedule.fallback, "time_limit_s": float(time_limit_s),
+        }
+        self._memory[key] = entry
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(entry, f)
+        os.replace(tmp, path)  # atomic: concurrent workers never read half a file
+
+
+_stores: dict[str, ScheduleCache] = {}
+
+
+def cache_for(directory: str | Path) -> ScheduleCache:
+    """One ScheduleCache per directory per process."""
+    key = str(Path(directory).resolve())
+    if key not in _stores:
+        _stores[key] = ScheduleCache(key)
+    return _stores[key]

@@ -1,0 +1,100 @@
+"""Schedule one layer direction: cache, bounds, list schedule, and the MILP only when they leave a gap."""
+
+from __future__ import annotations
+
+import time
+
+from phaze.schedule.backends import BACKEND_CHOICES, SolveParams, SolveStatus, solve_milp
+from phaze.schedule.bounds import problem_lower_bound_s
+from phaze.schedule.cache import cache_for, problem_key
+from phaze.schedule.checker import check_times
+from phaze.schedule.heuristic import ListSchedule, best_list_schedule
+from phaze.schedule.ilp import build_ilp, decode, overloads
+from phaze.schedule.instance import LayerProblem
+from phaze.schedule.result import LayerSchedule
+from phaze.schema import ScheduleCfg
+
+
+def _gap(makespan_s: float, bound_s: float) -> float:
+    return 0.0 if makespan_s <= 0 else max(0.0, (makespan_s - bound_s) / makespan_s)
+
+
+def _from_list(problem: LayerProblem, upper: ListSchedule, bound_s: float, status: str, backend: str, t0: float, fallback: str = "") -> LayerSchedule:
+    bound_s = min(bound_s, upper.makespan_s)
+    return LayerSchedule(
+        makespan_s=upper.makespan_s, start_s=upper.start_s, parallel=problem.modes(upper.parallel), backend=backend,
+        status=status, mip_gap=_gap(upper.makespan_s, bound_s), solve_s=time.perf_counter() - t0, bound_s=bound_s,
+        fallback=fallback,
+    )
+
+
+def heuristic_for(problem: LayerProblem) -> LayerSchedule:
+    t0 = time.perf_counter()
+    upper = best_list_schedule(problem)
+    lower = problem_lower_bound_s(problem)
+    status = "optimal" if upper.makespan_s <= lower else "heuristic"
+    return _from_list(problem, upper, lower, status, "heuristic", t0)
+
+
+def solve_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule:
+    """Optimal schedule within cfg.mip_gap, or the best one found in cfg.time_limit_s (all rounds).
+
+    Each round solves the MILP with the capacity cuts found so far; a solution that overloads a
+    unit adds cuts for the next round. Every round's bound is valid and every solution is replayed
+    into a feasible schedule, so the loop stops as soon as the two are within the gap.
+    """
+    t0 = time.perf_counter()
+    lower = problem_lower_bound_s(problem)
+    best = best_list_schedule(problem)
+    if _gap(best.makespan_s, lower) <= cfg.mip_gap:
+        return _from_list(problem, best, lower, "optimal", "heuristic", t0)
+    deadline = t0 + cfg.time_limit_s
+    cliques: list = []
+    backend, fallback, proven = "heuristic", "", False
+    while not proven:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            break
+        model, layout, start = build_ilp(problem, best, lower, cliques)
+        params = SolveParams(mip_gap=cfg.mip_gap, time_limit_s=remaining, threads=cfg.threads)
+        result, note = solve_milp(model, cfg.backend, params, start)
+        backend, fallback = result.backend, fallback or note
+        if result.status in (SolveStatus.INFEASIBLE, SolveStatus.ERROR):
+            raise RuntimeError(f"{result.backend} failed on a layer MILP that has a feasible schedule: {result.status.value} {result.message}")
+        lower = max(lower, result.bound * layout.scale_s)
+        if not result.has_solution:
+            break
+        replayed = decode(problem, layout, result.x)
+        if replayed.makespan_s < best.makespan_s:
+            best = replayed
+        found = overloads(problem, layout, result.x)
+        if result.status != SolveStatus.OPTIMAL:
+            break
+        proven = not found
+        cliques += found
+        proven = proven or _gap(best.makespan_s, lower) <= cfg.mip_gap
+    status = "optimal" if proven or _gap(best.makespan_s, lower) <= cfg.mip_gap else "time_limit"
+    return _from_list(problem, best, lower, status, backend, t0, fallback)
+
+
+def schedule_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: ScheduleCfg | None = None) -> LayerSchedule:
+    """Start time and mode of every operator of a view-free layer graph, minimising the makespan.
+
+    The result is checked (precedence and capacity at every instant) before it is returned or cached.
+    """
+    cfg = cfg if cfg is not None else ScheduleCfg()
+    if cfg.backend not in BACKEND_CHOICES:
+        raise ValueError(f"schedule.backend={cfg.backend!r}; allowed: {BACKEND_CHOICES}")
+    problem = LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)
+    store = cache_for(cfg.cache_dir) if cfg.cache else None
+    key = problem_key(problem, cfg.mip_gap) if store else ""
+    if store:
+        hit = store.load(key, cfg.time_limit_s)
+        if hit is not None:
+            check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
+            return hit
+    schedule = solve_problem(problem, cfg)
+    check_times(problem, schedule.start_s, schedule.parallel, schedule.makespan_s)
+    if store:
+        store.save(key, schedule, cfg.time_limit_s)
+    return schedule
