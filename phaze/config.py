@@ -1,17 +1,75 @@
-"""Compose the Hydra config outside an entry point (tests, benchmarks, notebooks), as `phaze.run` would."""
+"""Compose the Hydra config outside an entry point (tests, benchmarks, notebooks), as `phaze.run` would,
+and split `model=[a,b,...]` (several models searched together) into one config per model."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+MODEL_GROUP = "model"
 
 
 def compose_config(*overrides: str):
-    """The job config for these command-line style overrides, e.g. compose_config("model=gpt2", "hw=tpuv4")."""
+    """The job config for these command-line style overrides, e.g. compose_config("model=gpt2", "hw=tpuv4");
+    `model=[a,b,...]` fills cfg.models as `python -m phaze.run` does."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return attach_models(compose(config_name="config", overrides=list(overrides)), overrides)
+
+
+def listed_models(overrides) -> list[str]:
+    """The names of a `model=[a,b,...]` override, [] when the model is a single choice.
+
+    Hydra merges a list of group options into one node (the last wins), so the list is read
+    from the overrides themselves.
+    """
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if override.key_or_group == MODEL_GROUP and isinstance(override.value(), list):
+            names = [str(v) for v in override.value()]
+            if not names:
+                raise ValueError(f"{override.input_line}: give at least one model")
+            return names
+    return []
+
+
+def per_model_overrides(overrides) -> list[list[str]]:
+    """One override list per model of a `model=[a,b,...]` override (just `overrides` when there is none)."""
+    overrides = list(overrides)
+    names = listed_models(overrides)
+    if not names:
+        return [overrides]
+    rest = [o for o in overrides if OverridesParser.create().parse_override(o).key_or_group != MODEL_GROUP]
+    return [rest + [f"{MODEL_GROUP}={name}"] for name in names]
+
+
+def attach_models(cfg, overrides):
+    """cfg with cfg.models holding each model of a `model=[a,b,...]` override, composed one by one
+    (so `model.*` overrides apply to each) and cfg.model the first; cfg itself for a single model.
+
+    Needs an initialised Hydra (inside an entry point, or compose_config's context).
+    """
+    names = listed_models(overrides)
+    if not names:
+        return cfg
+    models = [compose(config_name="config", overrides=o).model for o in per_model_overrides(overrides)]
+    cfg = cfg.copy()
+    cfg.model = models[0]
+    cfg.models = models
+    return cfg
+
+
+def models_of(cfg) -> list:
+    """One job config per model searched: [cfg] for a single model, else cfg with model set to each of cfg.models."""
+    if not cfg.get("models"):
+        return [cfg]
+    out = []
+    for model in cfg.models:
+        one = cfg.copy()
+        one.model = model
+        one.models = []
+        out.append(one)
+    return out

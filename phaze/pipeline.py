@@ -6,7 +6,7 @@ search call it for each accelerator point they consider.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
 
 import numpy as np
 import pandas as pd
@@ -15,60 +15,104 @@ from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import Accelerator
 from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
-from phaze.schedule import schedule_layer
+from phaze.schedule import heuristic_schedule, schedule_layer
 from phaze.validate import bools, positive_ints
 from phaze.workload.extract import extract_workload
-from phaze.workload.graph import PARTS, OpGraph, Workload
+from phaze.workload.graph import PARTS, Workload
 
 GIB = 2**30
 
 
-@dataclass(frozen=True)
-class DirectionCost:
-    """A part's scheduled latency in one direction, and the share of it spent in TP collectives."""
-
-    latency_s: float
-    tp_comm_s: float
-    solve_s: float
-
-
-def schedule_direction(graph: OpGraph, point: pd.DataFrame, network: Network, tp: int, schedule_cfg, inter_op_parallel: bool = True) -> DirectionCost:
-    """Cost every operator of one direction on the point and schedule them on its cores.
-
-    Without inter-operator parallelism (a GPU's single stream) every operator runs alone on all
-    cores, so the layer takes the sum of the all-core latencies and no ILP is needed.
-    """
-    compute = graph.without_views()
-    lat = op_latencies(compute.ops, point, network, tp)
-    single, parallel = lat.single_s[:, 0], lat.parallel_s[:, 0]
-    tp_comm_s = float(single[lat.unit == "net"].sum())
-    if not inter_op_parallel:
-        return DirectionCost(float(parallel.sum()), tp_comm_s, 0.0)
-    row = point.iloc[0]
-    sched = schedule_layer(compute, lat.unit, single, parallel, int(row.n_tc), int(row.n_vc), schedule_cfg)
-    return DirectionCost(float(sched.makespan_s), tp_comm_s, float(sched.solve_s))
-
-
 LATENCY_FIELDS = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s")
+DIRECTIONS = ("fwd", "bwd")
+
+
+class LayerLatencies:
+    """Every (mbs, TP width, part, direction) of one point, scheduled only as far as a placement needs.
+
+    `values` is shaped as part_latencies returns ({part: {field: [len(mbs), len(tp)]}}, NaN where a
+    width was not extracted). Up front each entry gets the list schedule and the schedule's lower
+    bound; where they agree within schedule.mip_gap the list schedule is the scheduled makespan (as
+    schedule_layer would return it), elsewhere the entry holds the lower bound and is `pending`
+    until `solve` runs the ILP on it. Without inter-operator parallelism (a GPU's single stream)
+    every operator runs alone on all cores: the layer takes the sum of the all-core latencies.
+    """
+
+    def __init__(self, workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True):
+        self.mbs_values = sorted(workloads)
+        self.tp_values = list(tp_values)
+        self.schedule_cfg = schedule_cfg
+        row = point.iloc[0]
+        self.cores = (int(row.n_tc), int(row.n_vc))
+        shape = (len(self.mbs_values), len(self.tp_values))
+        self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
+        self.pending: dict[tuple, tuple] = {}
+        """Entries holding a lower bound, with the schedule_layer arguments that solve them."""
+        self.solve_s = 0.0
+        self.n_solved = 0
+        start = time.perf_counter()
+        for mi, mbs in enumerate(self.mbs_values):
+            for ti, t in enumerate(self.tp_values):
+                if t not in workloads[mbs].graphs:
+                    continue
+                for part in PARTS:
+                    g = workloads[mbs].part(t, part)
+                    for direction, graph in zip(DIRECTIONS, (g.fwd, g.bwd)):
+                        compute = graph.without_views()
+                        lat = op_latencies(compute.ops, point, network, t)
+                        single, parallel = lat.single_s[:, 0], lat.parallel_s[:, 0]
+                        self.values[part][f"tp_comm_{direction}_s"][mi, ti] = float(single[lat.unit == "net"].sum())
+                        if not inter_op_parallel:
+                            self.values[part][f"{direction}_s"][mi, ti] = float(parallel.sum())
+                            continue
+                        listed = heuristic_schedule(compute, lat.unit, single, parallel, *self.cores)
+                        if listed.mip_gap <= schedule_cfg.mip_gap:
+                            self.values[part][f"{direction}_s"][mi, ti] = float(listed.makespan_s)
+                        else:
+                            self.values[part][f"{direction}_s"][mi, ti] = float(listed.bound_s)
+                            self.pending[(mi, ti, part, direction)] = (compute, lat.unit, single, parallel)
+        self.solve_s += time.perf_counter() - start
+
+    def solve(self, keys) -> None:
+        """Schedule the pending ones of these (mbs index, tp index, part, direction) entries (the ILP, cached on disk)."""
+        for key in sorted(set(keys) & self.pending.keys()):
+            mi, ti, part, direction = key
+            start = time.perf_counter()
+            sched = schedule_layer(*self.pending.pop(key), *self.cores, self.schedule_cfg)
+            self.solve_s += time.perf_counter() - start
+            self.n_solved += 1
+            self.values[part][f"{direction}_s"][mi, ti] = float(sched.makespan_s)
+
+    def solve_all(self) -> dict[str, dict[str, np.ndarray]]:
+        self.solve(list(self.pending))
+        return self.values
+
+    def keys_of(self, strategy) -> set[tuple]:
+        """The entries a strategy's time depends on: its microbatch at each of its stages' TP widths."""
+        mi = self.mbs_values.index(strategy.mbs)
+        widths = strategy.tp_per_stage or (strategy.tp,) * strategy.pp
+        return {(mi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in PARTS for d in DIRECTIONS}
+
+    def best(self, place):
+        """place(latencies) -> PlacementResult | None, solved lazily and exactly.
+
+        `place` must be monotone: its throughput never drops when latencies shrink (the placement
+        DP, a fixed plan, or the best of several). Pending entries hold lower bounds, so
+        place() on the current values bounds the fully scheduled optimum from above; once the
+        placement it returns depends only on scheduled entries, it is that optimum. Otherwise its
+        entries are scheduled and place() runs again: usually a handful of layers, not all of them.
+        """
+        while True:
+            result = place(self.values)
+            need = self.keys_of(result.strategy) & self.pending.keys() if result is not None and result.feasible else set()
+            if not need:
+                return result
+            self.solve(need)
 
 
 def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True) -> dict[str, dict[str, np.ndarray]]:
-    """Scheduled latencies per part: {part: {field: [len(mbs), len(tp)]}}; NaN where a width was not extracted."""
-    mbs_values = sorted(workloads)
-    out = {p: {f: np.full((len(mbs_values), len(tp_values)), np.nan) for f in LATENCY_FIELDS} for p in PARTS}
-    for mi, mbs in enumerate(mbs_values):
-        w = workloads[mbs]
-        for ti, t in enumerate(tp_values):
-            if t not in w.graphs:
-                continue
-            for part in PARTS:
-                g = w.part(t, part)
-                fwd = schedule_direction(g.fwd, point, network, t, schedule_cfg, inter_op_parallel)
-                bwd = schedule_direction(g.bwd, point, network, t, schedule_cfg, inter_op_parallel)
-                a = out[part]
-                a["fwd_s"][mi, ti], a["bwd_s"][mi, ti] = fwd.latency_s, bwd.latency_s
-                a["tp_comm_fwd_s"][mi, ti], a["tp_comm_bwd_s"][mi, ti] = fwd.tp_comm_s, bwd.tp_comm_s
-    return out
+    """Scheduled latencies of every part: {part: {field: [len(mbs), len(tp)]}}; NaN where a width was not extracted."""
+    return LayerLatencies(workloads, point, network, schedule_cfg, tp_values, inter_op_parallel).solve_all()
 
 
 def part_costs(workloads: dict[int, Workload], tp_values, latencies: dict[str, dict[str, np.ndarray]]) -> dict[str, PartCosts]:
@@ -118,18 +162,35 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
     )
 
 
-def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None, latencies=None) -> PlacementResult | None:
-    """Best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp.
-
-    `latencies` (as from part_latencies) replaces the scheduled ones: the search passes per-layer
-    lower bounds to get an upper bound on the throughput.
-    """
-    workloads = workloads or load_workloads(cfg)
-    network = Network.from_cfg(cfg.cluster)
-    inp = placement_input(cfg, point, workloads, network, latencies)
+def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network):
+    """latencies -> the best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp."""
     recompute = bools(cfg.train.recompute, "train.recompute")
     mbs = sorted(workloads)
     fixed = cfg.placement
-    if fixed.dp and fixed.pp and fixed.tp:
-        return evaluate_fixed(inp, dp=int(fixed.dp), pp=int(fixed.pp), tp=int(fixed.tp), mbs=mbs[0], recompute=recompute[-1])
-    return optimize(inp, recompute_options=tuple(recompute), mbs_options=mbs)
+
+    def place(latencies) -> PlacementResult | None:
+        inp = placement_input(cfg, point, workloads, network, latencies)
+        if fixed.dp and fixed.pp and fixed.tp:
+            return evaluate_fixed(inp, dp=int(fixed.dp), pp=int(fixed.pp), tp=int(fixed.tp), mbs=mbs[0], recompute=recompute[-1])
+        return optimize(inp, recompute_options=tuple(recompute), mbs_options=mbs)
+
+    return place
+
+
+def layer_latencies(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network) -> LayerLatencies:
+    return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), bool(cfg.hw.inter_op_parallel))
+
+
+def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None, latencies=None) -> PlacementResult | None:
+    """Best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp.
+
+    Layers are scheduled only as far as the placement needs them (LayerLatencies.best); the result
+    equals the one on every layer scheduled. `latencies` (as from part_latencies) replaces the
+    scheduled ones: the search passes per-layer lower bounds to get an upper bound on the throughput.
+    """
+    workloads = workloads or load_workloads(cfg)
+    network = Network.from_cfg(cfg.cluster)
+    place = placer(cfg, point, workloads, network)
+    if latencies is not None:
+        return place(latencies)
+    return layer_latencies(cfg, point, workloads, network).best(place)

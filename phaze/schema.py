@@ -191,6 +191,7 @@ class SearchCfg:
     storage: Optional[str] = None
     study_name: Optional[str] = None
     n_workers: int = 1
+    placement: str = "searched"  # searched (placement DP per point) | expert (model.expert held fixed: hardware-only search)
 
 
 @dataclass
@@ -215,6 +216,9 @@ class Config:
     search: SearchCfg = MISSING
     tracking: TrackingCfg = MISSING
     cache_dir: str = ".cache/phaze"
+    # Set from `model=[a,b,...]` (phaze.config.attach_models): models searched together for one
+    # common architecture; empty for the usual single `model`.
+    models: List[ModelCfg] = field(default_factory=list)
 
 
 def register_configs() -> None:

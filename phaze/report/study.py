@@ -13,27 +13,30 @@ import pandas as pd  # noqa: E402
 from phaze.search.study import StudyOutcome, trials_frame  # noqa: E402
 
 
-def strategy_row(evaluation) -> dict:
-    r = evaluation.result
-    if r is None or not r.feasible:
+def strategy_row(result) -> dict:
+    """A PlacementResult as a table row (placement, throughput, MFU, memory); empty when nothing fits."""
+    if result is None or not result.feasible:
         return {"dp": None, "pp": None, "tp": None, "mbs": None, "recompute": None, "throughput_seq_s": 0.0}
-    s = r.strategy
+    s = result.strategy
     return {"dp": s.dp, "pp": s.pp, "tp": s.tp if isinstance(s.tp, int) else str(list(s.tp)), "mbs": s.mbs,
-            "recompute": s.recompute, "throughput_seq_s": r.throughput_seq_s, "mfu": r.mfu,
-            "memory_per_device_gib": r.memory_per_device_bytes / 2**30, "time_per_batch_s": r.time_per_batch_s}
+            "recompute": s.recompute, "throughput_seq_s": result.throughput_seq_s, "mfu": result.mfu,
+            "memory_per_device_gib": result.memory_per_device_bytes / 2**30, "time_per_batch_s": result.time_per_batch_s}
 
 
 def final_table(outcome: StudyOutcome) -> pd.DataFrame:
-    """Best point and the TPUv4-like baseline side by side: architecture, placement, throughput, area."""
+    """Per model, the best point and the TPUv4-like baseline side by side: architecture, placement,
+    throughput, area and the speedup of the searched design over the baseline."""
     ev = outcome.evaluator
     rows = []
-    if outcome.best is not None:
-        rows.append({"design": "searched", **ev.arch_params(outcome.best_index),
-                     "area_mm2": float(ev.points.area_mm2.iloc[outcome.best_index]), **strategy_row(outcome.best)})
-    rows.append({"design": "TPUv4-like + expert placement", **strategy_row(outcome.baseline)})
-    table = pd.DataFrame(rows)
-    table["speedup_vs_baseline"] = [outcome.speedup, 1.0][: len(table)] if outcome.best is not None else [1.0]
-    return table
+    for model, base in outcome.baseline.results.items():
+        base_row = strategy_row(base)
+        if outcome.best is not None:
+            row = strategy_row(outcome.best.results[model])
+            rows.append({"model": model, "design": "searched", **ev.arch_params(outcome.best_index),
+                         "area_mm2": float(ev.points.area_mm2.iloc[outcome.best_index]), **row,
+                         "speedup_vs_baseline": row["throughput_seq_s"] / base_row["throughput_seq_s"] if base_row["throughput_seq_s"] else float("nan")})
+        rows.append({"model": model, "design": "TPUv4-like + expert placement", **base_row, "speedup_vs_baseline": 1.0})
+    return pd.DataFrame(rows)
 
 
 def pareto_mask(throughput: np.ndarray, area: np.ndarray) -> np.ndarray:

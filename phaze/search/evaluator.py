@@ -1,4 +1,9 @@
-"""Everything the search knows about the points of one space: bounds up front, full evaluations on demand."""
+"""Everything the search knows about the points of one space: bounds up front, full evaluations on demand.
+
+A space may be searched for several models at once (`model=[llama2,gpt2,opt]`, PHAZE's common
+architecture): the objective is then their mean throughput, and every bound is the mean of the
+per-model bounds (a mean of upper bounds bounds the mean from above).
+"""
 
 from __future__ import annotations
 
@@ -8,32 +13,92 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from phaze.config import models_of
 from phaze.cost.network import Network
 from phaze.hardware.space import AXES, TPUV4_LIKE, describe_points, enumerate_space
-from phaze.pipeline import evaluate_point, load_workloads, part_latencies, tp_values_of
+from phaze.pipeline import evaluate_point, layer_latencies, load_workloads, placement_input, placer
 from phaze.placement import PlacementResult, evaluate_fixed
-from phaze.pipeline import placement_input
 from phaze.search.bounds import latencies_at, lower_bound_latencies, work_bound_throughput
 from phaze.validate import bools
 
 GIB = 2**30
+PLACEMENTS = ("searched", "expert")
+"""search.placement: the placement DP per point (co-design), or each model's expert placement held fixed."""
+
+
+def throughput_of(result: PlacementResult | None) -> float:
+    """Sequences/s of a placement, 0 when nothing fits."""
+    return result.throughput_seq_s if result is not None and result.feasible else 0.0
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """A point's full evaluation: its best placement (None: nothing fits) and where the time went."""
+    """A point's full evaluation: each model's best placement (None: nothing fits) and where the time went."""
 
-    result: PlacementResult | None
+    results: dict[str, PlacementResult | None]
     ilp_s: float
     dp_s: float
 
     @property
     def throughput_seq_s(self) -> float:
-        return self.result.throughput_seq_s if self.result is not None and self.result.feasible else 0.0
+        """The objective: the mean over the models of their throughput (sequences/s)."""
+        return float(np.mean([throughput_of(r) for r in self.results.values()]))
+
+    @property
+    def result(self) -> PlacementResult | None:
+        """The placement when one model is searched (None for several: see `results`)."""
+        return next(iter(self.results.values())) if len(self.results) == 1 else None
+
+    def speedup_over(self, baseline: "Evaluation") -> float:
+        """Mean over the models of throughput / baseline throughput (PHAZE's average speedup)."""
+        ratios = [throughput_of(r) / throughput_of(baseline.results[m]) for m, r in self.results.items() if throughput_of(baseline.results[m]) > 0]
+        return float(np.mean(ratios)) if ratios else float("nan")
+
+
+class ModelEvaluator:
+    """One model on the points of a space: its workloads, per-point bounds and evaluations."""
+
+    def __init__(self, cfg, points: pd.DataFrame, network: Network):
+        self.cfg = cfg
+        self.name = str(cfg.model.name)
+        self.points = points
+        self.network = network
+        self.workloads = load_workloads(cfg)
+        self.lower_bounds = lower_bound_latencies(self.workloads, points, network, bool(cfg.hw.inter_op_parallel))
+        self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices))
+
+    def placement_bound(self, index: int, point: pd.DataFrame) -> float:
+        """Throughput upper bound of one point: the placement DP on its lower-bound latencies."""
+        return throughput_of(evaluate_point(self.cfg, point, self.workloads, latencies_at(self.lower_bounds, index)))
+
+    def solve(self, point: pd.DataFrame, place) -> tuple[PlacementResult | None, float]:
+        """place() on the point's layers, scheduled as far as it needs them; (result, ILP seconds)."""
+        layers = layer_latencies(self.cfg, point, self.workloads, self.network)
+        return layers.best(place), layers.solve_s
+
+    def best(self, point: pd.DataFrame) -> tuple[PlacementResult | None, float]:
+        """The best placement (microbatch, recompute, dp/pp/tp) on the point."""
+        return self.solve(point, placer(self.cfg, point, self.workloads, self.network))
+
+    def expert(self, point: pd.DataFrame) -> tuple[PlacementResult, float]:
+        """The model's expert placement (model.expert) on the point, with its best microbatch and recompute."""
+        expert = self.cfg.model.expert
+        recompute = bools(self.cfg.train.recompute, "train.recompute")
+
+        def place(latencies) -> PlacementResult:
+            inp = placement_input(self.cfg, point, self.workloads, self.network, latencies)
+            return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=int(mbs), recompute=rc)
+                        for mbs in inp.mbs_values for rc in recompute), key=lambda r: r.throughput_seq_s)
+
+        return self.solve(point, place)
 
 
 class SpaceEvaluator:
-    """The valid points of cfg.hw (sorted by their axes), their work bounds, and evaluations of single points."""
+    """The valid points of cfg.hw (sorted by their axes), their work bounds, and evaluations of single points.
+
+    Every model of cfg (cfg.models when several are searched together) is evaluated on cfg's
+    space and cluster; search.placement=expert holds each model's expert placement fixed.
+    """
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -41,12 +106,18 @@ class SpaceEvaluator:
         if self.points.empty:
             raise ValueError(f"hw={cfg.hw.name}: no point of the space fits the area/power budget")
         self.network = Network.from_cfg(cfg.cluster)
-        self.workloads = load_workloads(cfg)
-        self.inter_op_parallel = bool(cfg.hw.inter_op_parallel)
+        if cfg.search.placement not in PLACEMENTS:
+            raise ValueError(f"search.placement={cfg.search.placement!r}; allowed: {list(PLACEMENTS)}")
+        self.fixed_placement = cfg.search.placement == "expert"
+        """Hold every model's expert placement fixed (hardware-only search, as Spotlight-style tools do)."""
         start = time.perf_counter()
-        self.lower_bounds = lower_bound_latencies(self.workloads, self.points, self.network, self.inter_op_parallel)
-        self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices))
+        self.models = [ModelEvaluator(c, self.points, self.network) for c in models_of(cfg)]
+        self.work_bound = np.mean([m.work_bound for m in self.models], axis=0)
         self.bounds_s = time.perf_counter() - start
+
+    @property
+    def model_names(self) -> list[str]:
+        return [m.name for m in self.models]
 
     def __len__(self) -> int:
         return len(self.points)
@@ -55,33 +126,28 @@ class SpaceEvaluator:
         return self.points.iloc[[index]].reset_index(drop=True)
 
     def placement_bound(self, index: int) -> float:
-        """Throughput upper bound of one point: the placement DP on its lower-bound latencies."""
-        result = evaluate_point(self.cfg, self.point(index), self.workloads, latencies_at(self.lower_bounds, index))
-        return result.throughput_seq_s if result is not None and result.feasible else 0.0
+        """Throughput upper bound of one point: the mean of the models' placement-DP bounds.
+
+        With the placement held fixed the searched optimum bounds the fixed one, so the same bound holds.
+        """
+        point = self.point(index)
+        return float(np.mean([m.placement_bound(index, point) for m in self.models]))
+
+    def _evaluate(self, point: pd.DataFrame, fixed: bool) -> Evaluation:
+        start = time.perf_counter()
+        results, ilp_s = {}, 0.0
+        for m in self.models:
+            results[m.name], solve_s = m.expert(point) if fixed else m.best(point)
+            ilp_s += solve_s
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
 
     def evaluate(self, index: int) -> Evaluation:
-        """Schedule every layer on the point (the ILPs) and place the model (the DP)."""
-        point = self.point(index)
-        t0 = time.perf_counter()
-        latencies = part_latencies(self.workloads, point, self.network, self.cfg.schedule, tp_values_of(self.workloads), self.inter_op_parallel)
-        t1 = time.perf_counter()
-        result = evaluate_point(self.cfg, point, self.workloads, latencies)
-        return Evaluation(result, t1 - t0, time.perf_counter() - t1)
+        """Schedule the layers the placement needs on the point (the ILPs) and place every model (the DP)."""
+        return self._evaluate(self.point(index), self.fixed_placement)
 
     def baseline(self) -> Evaluation:
-        """The TPUv4-like chip under this space's constants, with the model's expert placement (best mbs, recompute)."""
-        point = describe_points(self.cfg.hw, pd.DataFrame([TPUV4_LIKE]))
-        t0 = time.perf_counter()
-        latencies = part_latencies(self.workloads, point, self.network, self.cfg.schedule, tp_values_of(self.workloads), self.inter_op_parallel)
-        t1 = time.perf_counter()
-        inp = placement_input(self.cfg, point, self.workloads, self.network, latencies)
-        expert = self.cfg.model.expert
-        results = [
-            evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=int(mbs), recompute=rc)
-            for mbs in inp.mbs_values for rc in bools(self.cfg.train.recompute, "train.recompute")
-        ]
-        best = max(results, key=lambda r: r.throughput_seq_s)
-        return Evaluation(best, t1 - t0, time.perf_counter() - t1)
+        """The TPUv4-like chip under this space's constants, with each model's expert placement (best mbs, recompute)."""
+        return self._evaluate(describe_points(self.cfg.hw, pd.DataFrame([TPUV4_LIKE])), fixed=True)
 
     def arch_params(self, index: int) -> dict:
         row = self.points.iloc[index]

@@ -1,0 +1,47 @@
+"""Layers scheduled on demand (LayerLatencies.best) give exactly the placement found with every layer
+scheduled, while scheduling fewer of them; unscheduled entries are true lower bounds."""
+
+import numpy as np
+import pytest
+
+from phaze.config import compose_config
+from phaze.cost.network import Network
+from phaze.hardware.space import enumerate_space
+from phaze.pipeline import layer_latencies, load_workloads, placer
+from tests.test_search_study import TINY_MODEL
+
+pytestmark = [pytest.mark.slow, pytest.mark.solver]
+
+POINTS = 4
+"""Tiny-grid points checked (seeded choice): each schedules every layer problem once for the reference."""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("lazy-cache")
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={cache}", "schedule.cache=false")
+    points = enumerate_space(cfg.hw)
+    pick = np.random.default_rng(0).choice(len(points), POINTS, replace=False)
+    return cfg, load_workloads(cfg), Network.from_cfg(cfg.cluster), [points.iloc[[int(i)]].reset_index(drop=True) for i in pick]
+
+
+def test_on_demand_equals_every_layer_scheduled(setup):
+    cfg, workloads, network, points = setup
+    solved_on_demand = solved_all = 0
+    for point in points:
+        place = placer(cfg, point, workloads, network)
+        lazy = layer_latencies(cfg, point, workloads, network)
+        bounds = {p: {f: a.copy() for f, a in fields.items()} for p, fields in lazy.values.items()}
+        result = lazy.best(place)
+        full = layer_latencies(cfg, point, workloads, network)
+        reference = place(full.solve_all())
+        assert result.throughput_seq_s == pytest.approx(reference.throughput_seq_s, rel=1e-12)
+        assert result.time_per_batch_s == pytest.approx(reference.time_per_batch_s, rel=1e-12)
+        for part, fields in full.values.items():
+            for f in ("fwd_s", "bwd_s"):
+                solved = np.isfinite(fields[f])
+                assert (bounds[part][f][solved] <= fields[f][solved] * (1 + 1e-12)).all()
+        solved_on_demand += lazy.n_solved
+        solved_all += full.n_solved
+    assert solved_all > 0
+    assert solved_on_demand < solved_all
