@@ -7,7 +7,9 @@ single_s / min(cores, width) in single mode, and the makespan is at least
 * the critical path with every operator in its fastest mode, and
 * per unit, the sum of the operators' smallest shares;
 and, for one problem, the one-machine bound per unit: for any set S of its operators,
-min head(S) + sum share(S) + min tail(S) (heads, tails: fastest paths before and after).
+min head(S) + sum share(S) + min tail(S), with heads and tails from precedence-energetic reasoning
+(an operator starts no earlier than any ancestor's head + duration + the shares, on the busiest
+unit, of every operator between the two; tails alike), which close most forward layers' gaps.
 """
 
 from __future__ import annotations
@@ -74,15 +76,48 @@ def shares_s(problem: LayerProblem) -> np.ndarray:
     return np.where(problem.holds, np.minimum(exclusive_share, single_share), 0.0)
 
 
-def one_machine_bound_s(problem: LayerProblem) -> float:
-    """max over units and over sets S = {head >= a, tail >= b} of min head + sum share + min tail."""
+def energetic_heads_tails_s(problem: LayerProblem) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest start and least time after the finish (s) of every operator in any schedule.
+
+    Between an operator j and its descendant k every operator that descends from j and precedes k
+    runs inside [end of j, start of k], so that gap is at least the largest per-unit sum of their
+    shares; from time 0 to k, likewise for all of k's ancestors (tails: mirror image).
+    """
     share = shares_s(problem)
-    best = 0.0
+    reach = problem.reach.astype(np.float64)
+    between = np.zeros((problem.n, problem.n))
+    before = np.zeros(problem.n)
+    after = np.zeros(problem.n)
+    for r in range(len(RESOURCES)):
+        on_r = np.where(problem.resource == r, share, 0.0)
+        between = np.maximum(between, (reach * on_r[None, :]) @ reach)
+        before = np.maximum(before, on_r @ reach)
+        after = np.maximum(after, reach @ on_r)
+    dur = problem.dur_min
+    head = np.maximum(before, problem.head_s)
+    for k in range(problem.n):
+        anc = np.flatnonzero(problem.reach[:, k])
+        if len(anc):
+            head[k] = max(head[k], float(np.max(head[anc] + dur[anc] + between[anc, k])))
+    tail = np.maximum(after, problem.tail_s)
+    for j in range(problem.n - 1, -1, -1):
+        desc = np.flatnonzero(problem.reach[j])
+        if len(desc):
+            tail[j] = max(tail[j], float(np.max(tail[desc] + dur[desc] + between[j, desc])))
+    return head, tail
+
+
+def one_machine_bound_s(problem: LayerProblem) -> float:
+    """max over operators of head + duration + tail, and over units and sets S = {head >= a, tail >= b}
+    of min head + sum share + min tail (energetic heads and tails)."""
+    share = shares_s(problem)
+    heads, tails = energetic_heads_tails_s(problem)
+    best = float(np.max(heads + problem.dur_min + tails)) if problem.n else 0.0
     for r in range(len(RESOURCES)):
         on = np.flatnonzero(problem.holds & (problem.resource == r))
         if not len(on):
             continue
-        head, tail, sh = problem.head_s[on], problem.tail_s[on], share[on]
+        head, tail, sh = heads[on], tails[on], share[on]
         by_tail = np.argsort(-tail, kind="stable")
         head, tail, sh = head[by_tail], tail[by_tail], sh[by_tail]
         for a in np.unique(head):

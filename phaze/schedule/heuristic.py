@@ -1,13 +1,15 @@
 """List scheduling: a feasible schedule fast, used as the ILP's upper bound, big-M and warm start.
 
-Each resource keeps the time at which each of its cores becomes free. Operators are taken in a
-priority list (a topological order); a single-mode operator takes the idle core freed last (else
-the first to free up), an operator parallel over all cores waits for every core. Several priority
-lists and mode rules are tried and the shortest schedule is kept.
+Serial schedule generation with insertion (Kolisch, EJOR 1996): operators are taken in a priority
+list (a topological order) and each is put at the earliest time its dependencies allow and its
+unit has the cores free for its whole duration (one core in single mode, all in parallel mode),
+gaps left earlier included. Several priority lists and mode rules are tried, each schedule is
+improved by forward-backward passes, and the shortest is kept.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
@@ -28,9 +30,44 @@ class ListSchedule:
     start_s: np.ndarray
     parallel: np.ndarray
     """Decision per operator (only meaningful for choice operators)."""
-    slot: np.ndarray
-    """Core index used by single-mode operators that hold a resource, -1 otherwise."""
     makespan_s: float
+
+
+class _Profile:
+    """Cores in use on one unit over time: a step function, usage[k] on [time[k], time[k+1])."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.time = [0.0]
+        self.usage = [0]
+
+    def earliest(self, est: float, dur: float, demand: int) -> float:
+        """Earliest t >= est with at most capacity - demand cores in use throughout [t, t + dur)."""
+        limit = self.capacity - demand
+        t = est
+        k = bisect.bisect_right(self.time, t) - 1
+        while True:
+            end = t + dur
+            j = k
+            while j < len(self.time) and self.time[j] < end and self.usage[j] <= limit:
+                j += 1
+            if j == len(self.time) or self.time[j] >= end:
+                return t
+            t, k = self.time[j + 1], j + 1  # the last segment is idle, so a busy one has an end
+
+    def _split(self, t: float) -> int:
+        k = bisect.bisect_right(self.time, t) - 1
+        if self.time[k] != t:
+            self.time.insert(k + 1, t)
+            self.usage.insert(k + 1, self.usage[k])
+            k += 1
+        return k
+
+    def add(self, start: float, end: float, demand: int) -> None:
+        a = self._split(start)
+        b = self._split(end)
+        for k in range(a, b):
+            self.usage[k] += demand
 
 
 def priority_list(problem: LayerProblem, rule: str, noise: np.ndarray | None = None) -> list[int]:
@@ -71,13 +108,11 @@ def list_schedule(problem: LayerProblem, order: list[int], mode_rule: str, modes
     if mode_rule not in MODE_RULES:
         raise ValueError(f"unknown mode rule {mode_rule!r}; allowed: {MODE_RULES}")
     n = problem.n
-    holders = np.bincount(problem.resource[problem.holds], minlength=len(problem.capacity))
-    free = [[0.0] * int(max(1, min(c, h))) for c, h in zip(problem.capacity.tolist(), holders.tolist())]
     capacity = problem.capacity.tolist()
+    profiles = [_Profile(c) for c in capacity]
     start = np.zeros(n)
     finish = np.zeros(n)
     parallel = np.zeros(n, dtype=bool)
-    slot = np.full(n, -1, dtype=np.int64)
     resource = problem.resource.tolist()
     holds = problem.holds.tolist()
     choice = problem.choice.tolist()
@@ -91,7 +126,7 @@ def list_schedule(problem: LayerProblem, order: list[int], mode_rule: str, modes
         if not holds[i]:
             start[i], finish[i] = est, est + d_single[i]
             continue
-        cores = free[resource[i]]
+        r = resource[i]
         if not choice[i]:
             candidates = (exclusive_fixed[i],)
         elif fixed is not None:
@@ -101,28 +136,20 @@ def list_schedule(problem: LayerProblem, order: list[int], mode_rule: str, modes
         options = []
         for par in candidates:
             dur = d_par[i] if par and choice[i] else d_single[i]
-            if par and capacity[resource[i]] > 1:
-                s, k, work = max(est, max(cores)), -1, dur * capacity[resource[i]]
-            else:
-                idle = [c for c in range(len(cores)) if cores[c] <= est]
-                k = max(idle, key=lambda c: cores[c]) if idle else int(np.argmin(cores))
-                s, work = max(est, cores[k]), dur
-            options.append((s + dur, dur, work, par, s, k))
+            demand = capacity[r] if par else 1
+            s = profiles[r].earliest(est, dur, demand)
+            options.append((s + dur, dur, dur * demand, par, s, demand))
         if mode_rule == "earliest_finish":
             best = min(options, key=lambda o: (o[0], o[3]))
         elif mode_rule == "fastest":
             best = min(options, key=lambda o: (o[1], o[3]))
         else:
             best = min(options, key=lambda o: (o[2], o[0], o[3]))
-        end, _, _, par, s, k = best
+        end, _, _, par, s, demand = best
         start[i], finish[i], parallel[i] = s, end, par
-        if k < 0:
-            cores[:] = [end] * len(cores)
-        else:
-            cores[k] = end
-            slot[i] = k
+        profiles[r].add(s, end, demand)
     makespan = float(finish.max()) if n else 0.0
-    return ListSchedule(start, parallel, slot, makespan)
+    return ListSchedule(start, parallel, makespan)
 
 
 JUSTIFY_ROUNDS = 4
@@ -159,7 +186,7 @@ def justify(problem: LayerProblem, sched: ListSchedule, mirrored: LayerProblem) 
 def best_list_schedule(problem: LayerProblem, seed: int = 0) -> ListSchedule:
     """The shortest schedule over the fixed rules and randomised restarts, each justified."""
     if problem.n == 0:
-        return ListSchedule(np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64), 0.0)
+        return ListSchedule(np.zeros(0), np.zeros(0, dtype=bool), 0.0)
     mirrored = problem.reversed()
     orders = [priority_list(problem, rule) for rule in ORDER_RULES]
     rng = np.random.default_rng(seed)

@@ -249,11 +249,11 @@ def warm_start(problem: LayerProblem, layout: IlpLayout, upper: ListSchedule, mo
     """The list schedule as a full column vector (orders from its times)."""
     x = np.zeros(model.n_cols)
     scale = layout.scale_s
-    start = upper.start_s / scale
     parallel = upper.parallel & problem.choice
-    finish = start + problem.durations(parallel) / scale
+    start = upper.start_s  # orders compared in seconds, where the list scheduler's sums are exact
+    finish = start + problem.durations(parallel)
     x[layout.col_T] = upper.makespan_s / scale
-    x[layout.col_t] = start
+    x[layout.col_t] = start / scale
     has_y = layout.col_y >= 0
     x[layout.col_y[has_y]] = parallel[has_y]
     x[layout.col_o] = finish[layout.o_i] <= start[layout.o_j]
