@@ -8,6 +8,7 @@ from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import layer_latencies, load_workloads, placer
+from phaze.search.evaluator import SpaceEvaluator
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = [pytest.mark.slow, pytest.mark.solver]
@@ -45,3 +46,18 @@ def test_on_demand_equals_every_layer_scheduled(setup):
         solved_all += full.n_solved
     assert solved_all > 0
     assert solved_on_demand < solved_all
+
+
+def test_bounds_chain_down_to_the_value(setup, tmp_path):
+    """work bound >= placement bound (HBM-sibling shortcut included) >= schedule bound >= throughput, on every tiny_grid point."""
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={setup[0].cache_dir}", f"schedule.cache_dir={tmp_path}")
+    ev = SpaceEvaluator(cfg)
+    assert ev.points.hbm_gib.nunique() > 1
+    for i in range(len(ev)):
+        value = ev.evaluate(i).throughput_seq_s
+        assert value > 0
+        listed, own = ev.schedule_bound(i), ev.placement_bound(i)
+        top = ev.placement_bound(i, beat=float("inf"))
+        assert ev.work_bound[i] * (1 + 1e-12) >= top
+        assert top * (1 + 1e-12) >= own >= listed * (1 - 1e-12)
+        assert listed * (1 + 1e-12) >= value

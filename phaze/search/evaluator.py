@@ -16,7 +16,8 @@ import pandas as pd
 from phaze.config import models_of
 from phaze.cost.network import Network
 from phaze.hardware.space import AXES, TPUV4_LIKE, describe_points, enumerate_space
-from phaze.pipeline import evaluate_point, layer_latencies, load_workloads, placement_input, placer
+from phaze.cost.chip import COST_COLUMNS
+from phaze.pipeline import LayerLatencies, evaluate_point, layer_latencies, load_workloads, placement_input, placer
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.search.bounds import latencies_at, lower_bound_latencies, work_bound_throughput
 from phaze.validate import bools
@@ -55,8 +56,17 @@ class Evaluation:
         return float(np.mean(ratios)) if ratios else float("nan")
 
 
+LAYER_CACHE_SIGNATURES = 64
+"""Latency signatures (points that differ only in what latencies ignore, e.g. HBM capacity) whose
+scheduled layers are kept in memory; the bound order visits such siblings one after another."""
+
+
 class ModelEvaluator:
-    """One model on the points of a space: its workloads, per-point bounds and evaluations."""
+    """One model on the points of a space: its workloads, per-point bounds and evaluations.
+
+    A point's layers are scheduled once per latency signature (its COST_COLUMNS: HBM capacity
+    changes memory, not latency), so HBM siblings share every schedule and differ only in the DP.
+    """
 
     def __init__(self, cfg, points: pd.DataFrame, network: Network):
         self.cfg = cfg
@@ -66,22 +76,53 @@ class ModelEvaluator:
         self.workloads = load_workloads(cfg)
         self.lower_bounds = lower_bound_latencies(self.workloads, points, network, bool(cfg.hw.inter_op_parallel))
         self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices))
+        self.max_hbm_gib = float(points.hbm_gib.max())
+        self._layers: dict[tuple, LayerLatencies] = {}
+        self._top_bound: dict[tuple, float] = {}
 
-    def placement_bound(self, index: int, point: pd.DataFrame) -> float:
-        """Throughput upper bound of one point: the placement DP on its lower-bound latencies."""
-        return throughput_of(evaluate_point(self.cfg, point, self.workloads, latencies_at(self.lower_bounds, index)))
+    def layers(self, point: pd.DataFrame) -> LayerLatencies:
+        """The point's layer latencies (list schedules and bounds up front), shared by its HBM siblings."""
+        key = signature(point)
+        if key not in self._layers:
+            if len(self._layers) >= LAYER_CACHE_SIGNATURES:
+                self._layers.pop(next(iter(self._layers)))
+            self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network)
+        return self._layers[key]
+
+    def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None) -> float:
+        """Throughput upper bound of one point: the placement DP on its lower-bound latencies.
+
+        More HBM never lowers the DP's optimum, so the bound of the point with the space's largest
+        HBM and the same latencies bounds every HBM sibling; it is computed once per signature and
+        returned when it already cannot beat `beat`.
+        """
+        bounds = latencies_at(self.lower_bounds, index)
+        key = signature(point)
+        if key not in self._top_bound:
+            self._top_bound[key] = throughput_of(evaluate_point(self.cfg, point.assign(hbm_gib=self.max_hbm_gib), self.workloads, bounds))
+        top = self._top_bound[key]
+        if (beat is not None and top <= beat) or float(point.hbm_gib.iloc[0]) == self.max_hbm_gib:
+            return top
+        return throughput_of(evaluate_point(self.cfg, point, self.workloads, bounds))
+
+    def schedule_bound(self, point: pd.DataFrame, place) -> float:
+        """Throughput upper bound from the list schedules (exact where they meet their bound) and the
+        schedule lower bounds elsewhere: place() on the layers before any ILP runs."""
+        return throughput_of(place(self.layers(point).values))
 
     def solve(self, point: pd.DataFrame, place) -> tuple[PlacementResult | None, float]:
-        """place() on the point's layers, scheduled as far as it needs them; (result, ILP seconds)."""
-        layers = layer_latencies(self.cfg, point, self.workloads, self.network)
-        return layers.best(place), layers.solve_s
+        """place() on the point's layers, scheduled as far as it needs them; (result, scheduling seconds)."""
+        fresh = signature(point) not in self._layers
+        layers = self.layers(point)
+        before = 0.0 if fresh else layers.solve_s
+        result = layers.best(place)
+        return result, layers.solve_s - before
 
-    def best(self, point: pd.DataFrame) -> tuple[PlacementResult | None, float]:
-        """The best placement (microbatch, recompute, dp/pp/tp) on the point."""
-        return self.solve(point, placer(self.cfg, point, self.workloads, self.network))
-
-    def expert(self, point: pd.DataFrame) -> tuple[PlacementResult, float]:
-        """The model's expert placement (model.expert) on the point, with its best microbatch and recompute."""
+    def placer(self, point: pd.DataFrame, fixed: bool):
+        """latencies -> the best placement on the point, or the model's expert placement (model.expert)
+        with its best microbatch and recompute."""
+        if not fixed:
+            return placer(self.cfg, point, self.workloads, self.network)
         expert = self.cfg.model.expert
         recompute = bools(self.cfg.train.recompute, "train.recompute")
 
@@ -90,7 +131,13 @@ class ModelEvaluator:
             return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=int(mbs), recompute=rc)
                         for mbs in inp.mbs_values for rc in recompute), key=lambda r: r.throughput_seq_s)
 
-        return self.solve(point, place)
+        return place
+
+
+def signature(point: pd.DataFrame) -> tuple:
+    """What a point's operator latencies depend on (phaze.cost.chip.COST_COLUMNS)."""
+    row = point.iloc[0]
+    return tuple(float(row[c]) for c in COST_COLUMNS if c in point.columns)
 
 
 class SpaceEvaluator:
@@ -125,19 +172,25 @@ class SpaceEvaluator:
     def point(self, index: int) -> pd.DataFrame:
         return self.points.iloc[[index]].reset_index(drop=True)
 
-    def placement_bound(self, index: int) -> float:
-        """Throughput upper bound of one point: the mean of the models' placement-DP bounds.
+    def placement_bound(self, index: int, beat: float | None = None) -> float:
+        """Throughput upper bound of one point: the mean of the models' placement-DP bounds (see
+        ModelEvaluator.placement_bound for `beat`).
 
         With the placement held fixed the searched optimum bounds the fixed one, so the same bound holds.
         """
         point = self.point(index)
-        return float(np.mean([m.placement_bound(index, point) for m in self.models]))
+        return float(np.mean([m.placement_bound(index, point, beat) for m in self.models]))
+
+    def schedule_bound(self, index: int) -> float:
+        """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over models)."""
+        point = self.point(index)
+        return float(np.mean([m.schedule_bound(point, m.placer(point, self.fixed_placement)) for m in self.models]))
 
     def _evaluate(self, point: pd.DataFrame, fixed: bool) -> Evaluation:
         start = time.perf_counter()
         results, ilp_s = {}, 0.0
         for m in self.models:
-            results[m.name], solve_s = m.expert(point) if fixed else m.best(point)
+            results[m.name], solve_s = m.solve(point, m.placer(point, fixed))
             ilp_s += solve_s
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
 
