@@ -14,6 +14,7 @@ import sys
 import hydra
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.config_check import check_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
 from phaze.validate import ConfigError, bools, positive_ints
@@ -56,6 +57,7 @@ def check_fixed(cfg) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg) -> None:
     try:
+        check_config(cfg)
         check_fixed(cfg)
         points = enumerate_space(cfg.hw)
         if len(points) != 1:
@@ -80,4 +82,4 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

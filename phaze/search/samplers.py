@@ -6,18 +6,28 @@ import numpy as np
 import optuna
 
 SAMPLERS = ("bound", "grid", "tpe", "nsga2")
+ORDERED = ("bound", "grid")
+"""Samplers that visit every point once in a fixed order, each point claimed by exactly one trial."""
 
 
-class BoundOrderedSampler(optuna.samplers.BaseSampler):
-    """Proposes the points in decreasing work bound, skipping those already tried (branch and bound).
+class SpaceExhausted(Exception):
+    """Every point is claimed by some trial: this trial has nothing left to evaluate."""
 
-    With the study's pruning this is exact: once a point's bound cannot beat the best value, no later
-    point can, and the study stops. The order is deterministic, so a resumed study continues it.
+
+class ClaimedOrderSampler(optuna.samplers.BaseSampler):
+    """Proposes the points in a fixed order, each to exactly one trial of all workers (grid, branch and bound).
+
+    A point goes to the trial that wins its claim (phaze.search.claims); the order is deterministic,
+    so a resumed study continues it. For branch and bound the order is decreasing work bound: with
+    the study's pruning, once a point's bound cannot beat the best value no later point can.
     """
 
-    def __init__(self, order: np.ndarray, param: str = "point"):
+    def __init__(self, order: np.ndarray, claims, param: str = "point"):
         self.order = [int(i) for i in order]
+        self.claims = claims
         self.param = param
+        self.cursor = 0
+        self.taken: set[int] | None = None
 
     def infer_relative_search_space(self, study, trial):
         return {}
@@ -25,21 +35,36 @@ class BoundOrderedSampler(optuna.samplers.BaseSampler):
     def sample_relative(self, study, trial, search_space):
         return {}
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether this process has seen every point claimed."""
+        return self.cursor >= len(self.order)
+
     def sample_independent(self, study, trial, param_name, param_distribution):
-        tried = {t.params.get(self.param) for t in study.get_trials(deepcopy=False) if t.number != trial.number}
-        for index in self.order:
-            if index not in tried:
-                return index
-        return self.order[-1]
+        if self.taken is None:
+            self.taken = set(self.claims.owners_by_point())
+        while not self.exhausted:
+            point = self.order[self.cursor]
+            self.cursor += 1
+            if point not in self.taken and self.claims.claim(point, trial.number):
+                return point
+        study.stop()
+        raise SpaceExhausted("every point is claimed by another trial")
 
 
-def make_sampler(search_cfg, evaluator) -> optuna.samplers.BaseSampler:
+def grid_order(n_points: int, seed: int) -> np.ndarray:
+    """The exhaustive grid's visiting order: a seeded permutation of the points (as Optuna's GridSampler)."""
+    return np.random.default_rng(seed).permutation(n_points)
+
+
+def make_sampler(search_cfg, evaluator, claims=None, seed_offset: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler named by search.sampler; workers pass their index as `seed_offset` so they propose different points."""
     name = search_cfg.sampler
-    seed = int(search_cfg.seed)
+    seed = int(search_cfg.seed) + seed_offset
     if name == "bound":
-        return BoundOrderedSampler(evaluator.order_by_bound())
+        return ClaimedOrderSampler(evaluator.order_by_bound(), claims)
     if name == "grid":
-        return optuna.samplers.GridSampler({"point": list(range(len(evaluator)))}, seed=seed)
+        return ClaimedOrderSampler(grid_order(len(evaluator), int(search_cfg.seed)), claims)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     if name == "nsga2":

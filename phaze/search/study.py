@@ -21,14 +21,24 @@ import pandas as pd
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
+from phaze.search.claims import PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
-from phaze.search.samplers import BoundOrderedSampler, make_sampler
+from phaze.search.resume import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, fail_dead_trials, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
+from phaze.search.samplers import ORDERED, SpaceExhausted, make_sampler
 from phaze.tracking import StudyTracker, TrialRecord, resolve_tracking_uri
 
 OBJECTIVES = ("throughput", "throughput_per_tdp")
 POINT_PARAM = "point"
 STORAGE_FILE = "studies.db"
 """Default Optuna storage: an SQLite file next to mlruns/, so a killed study resumes."""
+RECORD_ATTR = "mlflow_record"
+"""User attribute holding a finished trial's MLflow child run (params, metrics, tags): the study is
+the source of truth, so a run lost with a killed process is logged again from it on resume."""
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+BOUND_STOP_ATTR = "stopped_by_bound"
+"""Study attribute set when branch and bound proved every unvisited point dominated."""
+SKIPPED = (SpaceExhausted, PointTaken)
+"""Trials that found their point taken by another worker: they end FAIL with nothing evaluated."""
 
 
 @dataclass(frozen=True)
@@ -46,18 +56,21 @@ class StudyOutcome:
 
     @property
     def speedup(self) -> float:
-        base = self.baseline.throughput_seq_s
-        return self.best.throughput_seq_s / base if self.best is not None and base > 0 else float("nan")
+        """Mean over the models of the best point's throughput over the baseline's."""
+        return self.best.speedup_over(self.baseline) if self.best is not None else float("nan")
 
 
 def study_name(cfg) -> str:
     """Model, space, cluster, sampler and objective, plus a hash of everything that changes the answer."""
     if cfg.search.study_name:
         return cfg.search.study_name
-    keyed = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("model", "hw", "cluster", "train", "schedule")}
+    keyed = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("model", "models", "hw", "cluster", "train", "schedule")}
     keyed["objective"] = cfg.search.objective
+    keyed["placement"] = cfg.search.placement
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return f"{cfg.model.name}-{cfg.hw.name}-{cfg.cluster.name}-{cfg.search.sampler}-{cfg.search.objective}-{digest}"
+    models = "+".join(m.name for m in cfg.models) if cfg.models else cfg.model.name
+    placement = "" if cfg.search.placement == "searched" else f"-{cfg.search.placement}"
+    return f"{models}-{cfg.hw.name}-{cfg.cluster.name}-{cfg.search.sampler}-{cfg.search.objective}{placement}-{digest}"
 
 
 def storage_url(cfg) -> str | None:
@@ -70,17 +83,16 @@ def storage_url(cfg) -> str | None:
 
 
 class Objective:
-    """Optuna objective: prune by bounds, else evaluate; every trial is recorded for MLflow."""
+    """Optuna objective: prune by bounds, else evaluate; every finished trial carries its MLflow record."""
 
-    def __init__(self, cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, multi: bool):
+    def __init__(self, cfg, evaluator: SpaceEvaluator, multi: bool, claims=None):
         self.cfg = cfg
         self.ev = evaluator
-        self.tracker = tracker
         self.multi = multi
+        self.claims = claims
         self.per_tdp = cfg.search.objective == "throughput_per_tdp"
         self.prune = bool(cfg.search.prune)
         self.full_evals: dict[int, Evaluation] = {}
-        self.records: dict[int, TrialRecord] = {}
 
     def scale(self, index: int) -> float:
         """Objective per sequence/s: 1, or 1/TDP for throughput per watt."""
@@ -100,94 +112,199 @@ class Objective:
         area = float(self.ev.points.area_mm2.iloc[index])
         return any(t.values[0] >= bound and t.values[1] <= area for t in done)
 
+    def own(self, trial: optuna.Trial, index: int) -> None:
+        """Make sure this trial holds the point's claim: a retried trial takes it over from its dead original."""
+        owner = self.claims.owner(index)
+        if owner == trial.number or (owner is None and self.claims.claim(index, trial.number)):
+            return
+        states = {t.number: t.state for t in trial.study.get_trials(deepcopy=False)}
+        if owner is not None and states.get(owner) == optuna.trial.TrialState.FAIL and self.claims.take_over(index, owner, trial.number):
+            return
+        raise PointTaken(f"point {index} belongs to trial {owner}")
+
+    def beat(self, study: optuna.Study, index: int) -> float | None:
+        """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
+        if self.multi:
+            return None
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        return max(t.value for t in done) / self.scale(index) if done else None
+
     def __call__(self, trial: optuna.Trial):
+        for key, value in trial.user_attrs.items():  # a retried trial inherits its dead original's attributes
+            if value is not None:
+                trial.set_user_attr(key, None)
         index = trial.suggest_int(POINT_PARAM, 0, len(self.ev) - 1)
+        if self.claims is not None:
+            self.own(trial, index)
         study = trial.study
         for prev in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             if prev.params.get(POINT_PARAM) == index:  # samplers may propose a point twice: reuse its value
                 trial.set_user_attr("duplicate_of", prev.number)
-                first = self.records.get(index, TrialRecord(prev.number, self.ev.arch_params(index), {"throughput_seq_s": prev.values[0]}))
-                if self.tracker is not None:
-                    self.tracker.log_trial(TrialRecord(trial.number, first.params, first.metrics, {"pruned": False, "duplicate_of": prev.number}))
+                first = prev.user_attrs.get(RECORD_ATTR) or {"params": self.ev.arch_params(index), "metrics": {"throughput_seq_s": prev.values[0]}}
+                self._set_record(trial, first["params"], first["metrics"], {"pruned": False, "duplicate_of": prev.number})
                 return prev.values if self.multi else prev.value
         if self.prune:
             work = float(self.ev.work_bound[index]) * self.scale(index)
             if self.dominated(study, index, work):
-                if isinstance(study.sampler, BoundOrderedSampler):
+                if self.cfg.search.sampler == "bound":
+                    study.set_user_attr(BOUND_STOP_ATTR, index)
                     study.stop()  # points come in decreasing work bound: none left can win
                 self._pruned(trial, index, "work_bound", work)
-            placement = self.ev.placement_bound(index) * self.scale(index)
+            placement = self.ev.placement_bound(index, self.beat(study, index)) * self.scale(index)
             if self.dominated(study, index, placement):
                 self._pruned(trial, index, "placement_bound", placement)
+            listed = self.ev.schedule_bound(index) * self.scale(index)
+            if self.dominated(study, index, listed):
+                self._pruned(trial, index, "schedule_bound", listed)
         evaluation = self.ev.evaluate(index)
         self.full_evals[index] = evaluation
         trial.set_user_attr("full_eval", True)
         self._record(trial, index, evaluation)
         return self.value_of(index, evaluation.throughput_seq_s)
 
+    @staticmethod
+    def _set_record(trial, params: dict, metrics: dict, tags: dict) -> None:
+        trial.set_user_attr(RECORD_ATTR, {"params": params, "metrics": metrics, "tags": tags})
+
     def _pruned(self, trial, index: int, stage: str, bound: float):
         trial.set_user_attr("pruned_by", stage)
         trial.set_user_attr("bound", bound)
-        if self.tracker is not None:
-            metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "bound": bound}
-            self.tracker.log_trial(TrialRecord(trial.number, self.ev.arch_params(index), metrics, {"pruned": True, "pruned_by": stage}))
+        metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "bound": bound}
+        self._set_record(trial, self.ev.arch_params(index), metrics, {"pruned": True, "pruned_by": stage})
         raise optuna.TrialPruned(f"{stage} {bound:.6g} cannot beat the study")
 
     def _record(self, trial, index: int, e: Evaluation) -> None:
         params = self.ev.arch_params(index)
         metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "tdp_w": float(self.ev.points.tdp_w.iloc[index]),
                    "throughput_seq_s": e.throughput_seq_s, "ilp_s": e.ilp_s, "dp_s": e.dp_s}
-        if e.result is not None and e.result.feasible:
-            s = e.result.strategy
-            placement = {"train.mbs": s.mbs, "train.recompute": s.recompute, "place.dp": s.dp, "place.pp": s.pp, "place.tp": s.tp}
+        for model, r in e.results.items():  # several models: each one's fields prefixed with its name
+            if r is None or not r.feasible:
+                continue
+            prefix = "" if len(e.results) == 1 else f"{model}."
+            s = r.strategy
+            placement = {f"{prefix}train.mbs": s.mbs, f"{prefix}train.recompute": s.recompute, f"{prefix}place.dp": s.dp,
+                         f"{prefix}place.pp": s.pp, f"{prefix}place.tp": s.tp if isinstance(s.tp, int) else list(s.tp)}
             params.update(placement)
-            trial.set_user_attr("placement", {k: v if isinstance(v, (int, bool)) else list(v) for k, v in placement.items()})
-            metrics.update({"time_per_batch_s": e.result.time_per_batch_s, "mfu": e.result.mfu,
-                            "memory_per_device_gib": e.result.memory_per_device_bytes / GIB})
+            trial.set_user_attr(f"{prefix}placement", placement)
+            metrics.update({f"{prefix}time_per_batch_s": r.time_per_batch_s, f"{prefix}mfu": r.mfu,
+                            f"{prefix}memory_per_device_gib": r.memory_per_device_bytes / GIB})
+            if prefix:
+                metrics[f"{prefix}throughput_seq_s"] = r.throughput_seq_s
         metrics["perf_per_tdp"] = e.throughput_seq_s / metrics["tdp_w"]
-        self.records[index] = TrialRecord(trial.number, params, metrics, {"pruned": False})
-        if self.tracker is not None:
-            self.tracker.log_trial(self.records[index])
+        self._set_record(trial, params, metrics, {"pruned": False})
+
+
+def record_of(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
+    """A finished trial's MLflow child run, from what the objective stored on it."""
+    rec = trial.user_attrs.get(RECORD_ATTR)
+    if rec is None or trial.state not in FINISHED:
+        return None
+    return TrialRecord(trial.number, rec["params"], rec["metrics"], rec["tags"])
 
 
 def n_trials_for(cfg, evaluator: SpaceEvaluator) -> int:
     """Trials to run: every point for grid and bound order (they stop on their own), search.n_trials otherwise."""
-    if cfg.search.sampler in ("grid", "bound"):
+    if cfg.search.sampler in ORDERED:
         return len(evaluator)
     return int(cfg.search.n_trials)
 
 
+def n_finished(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def open_study(cfg, storage, sampler=None) -> optuna.Study:
+    """Create the study, or load it when it exists (a resumed or shared study)."""
+    multi = cfg.search.sampler == "nsga2"
+    return optuna.create_study(
+        study_name=study_name(cfg), storage=storage, sampler=sampler, load_if_exists=True,
+        directions=["maximize", "minimize"] if multi else ["maximize"],
+    )
+
+
+def recover(study: optuna.Study, claims) -> None:
+    """Before any worker starts: fail the trials of dead processes and re-propose their points."""
+    fail_dead_trials(study, wait_s=GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S)
+    requeue_interrupted(study, POINT_PARAM)
+    if claims is not None:
+        release_orphan_claims(study, claims, POINT_PARAM)
+
+
+def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
+           progress: bool = False) -> Objective:
+    """One worker's loop: trials until the study is done, then the retries of trials that died meanwhile."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # SKIPPED trials are expected, not worth a warning each
+    multi = cfg.search.sampler == "nsga2"
+    ordered = cfg.search.sampler in ORDERED
+    claims = study.sampler.claims if ordered else None
+    objective = Objective(cfg, evaluator, multi, claims)
+    total = n_trials_for(cfg, evaluator)
+    bar = tqdm(total=max(0, total - n_finished(study)), desc="trials", disable=not progress, leave=False)
+
+    def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """After each trial: log it to MLflow, advance the bar, stop when the study has all it needs."""
+        record = record_of(trial)
+        if tracker is not None and record is not None:
+            tracker.log_trial(record)
+        if trial.state in FINISHED:
+            bar.update(1)
+        if (study.sampler.exhausted if ordered else n_finished(study) >= total):
+            study.stop()
+
+    def more_to_do() -> bool:
+        if ordered:
+            return BOUND_STOP_ATTR not in study.user_attrs and len(claims.owners_by_point()) < len(evaluator)
+        return n_finished(study) < total
+
+    if more_to_do() or waiting(study):
+        study.optimize(objective, n_trials=None, callbacks=[done], catch=SKIPPED)
+    while durable and (waiting(study) or running(study)):
+        if waiting(study):
+            study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
+        else:
+            fail_dead_trials(study, wait_s=GRACE_PERIOD_S)
+    bar.close()
+    if tracker is not None:
+        tracker.flush()
+    return objective
+
+
+def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
+    """The study as seen by one worker: shared storage, this worker's sampler (and seed)."""
+    url = storage_url(cfg)
+    claims = claims_for(url, study_name(cfg)) if cfg.search.sampler in ORDERED else None
+    sampler = make_sampler(cfg.search, evaluator, claims, seed_offset=worker)
+    return open_study(cfg, make_storage(url), sampler)
+
+
 def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -> StudyOutcome:
-    """Run (or resume) the study described by cfg and return its outcome."""
+    """Run (or resume) the study described by cfg, with search.n_workers processes, and return its outcome."""
+    from phaze.search.workers import run_workers
+
     if cfg.search.objective not in OBJECTIVES:
         raise ValueError(f"search.objective={cfg.search.objective!r}; allowed: {list(OBJECTIVES)}")
     start = time.perf_counter()
     evaluator = SpaceEvaluator(cfg)
-    multi = cfg.search.sampler == "nsga2"
-    sampler = make_sampler(cfg.search, evaluator)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=study_name(cfg), storage=storage_url(cfg), sampler=sampler, load_if_exists=True,
-        directions=["maximize", "minimize"] if multi else ["maximize"],
-    )
-    objective = Objective(cfg, evaluator, tracker, multi)
-    total = n_trials_for(cfg, evaluator)
-    remaining = max(0, total - len(study.trials))
-    bar = tqdm(total=remaining, desc="trials", disable=not progress, leave=False)
-
-    def update(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.get_trials(deepcopy=False))
-        best = max((t.values[0] for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))), default=float("nan"))
-        bar.set_postfix(pruned=pruned, best=f"{best:.4g}")
-        bar.update(1)
-
-    study.optimize(objective, n_trials=remaining, callbacks=[update], catch=())
-    bar.close()
+    study = worker_study(cfg, evaluator, worker=0)
+    durable = storage_url(cfg) is not None
+    if durable:
+        recover(study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
+    if tracker is not None:
+        for trial in study.get_trials(deepcopy=False, states=FINISHED):
+            record = record_of(trial)
+            if record is not None:
+                tracker.log_trial(record)
+        tracker.flush()
+    full_evals: dict[int, Evaluation] = {}
+    if int(cfg.search.n_workers) > 1:
+        run_workers(cfg, int(cfg.search.n_workers))
+    else:
+        full_evals = search(cfg, study, evaluator, tracker, durable, progress).full_evals
     trials = study.get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
     best_index = best_trial.params[POINT_PARAM] if best_trial else None
-    best = objective.full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
+    best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
     return StudyOutcome(
         study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=evaluator.baseline(),
         n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
@@ -202,10 +319,11 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
     rows = []
     for t in outcome.study.get_trials(deepcopy=False):
         i = t.params.get(POINT_PARAM)
+        bound = t.user_attrs.get("bound")
         rows.append({
             "trial": t.number, "point": i, "state": t.state.name,
-            "value": t.values[0] if t.values else np.nan, "bound": t.user_attrs.get("bound", np.nan),
-            "pruned_by": t.user_attrs.get("pruned_by", ""), "area_mm2": float(pts.area_mm2.iloc[i]) if i is not None else np.nan,
+            "value": t.values[0] if t.values else np.nan, "bound": np.nan if bound is None else bound,
+            "pruned_by": t.user_attrs.get("pruned_by") or "", "area_mm2": float(pts.area_mm2.iloc[i]) if i is not None else np.nan,
         })
     return pd.DataFrame(rows)
 

@@ -31,13 +31,21 @@ def experiment_id(client, name: str, uri: str) -> str:
 
     `client` is the `mlflow` module or an `MlflowClient`: both offer these two calls.
     """
+    from mlflow.exceptions import MlflowException
+
     existing = client.get_experiment_by_name(name)
     if existing is not None:
         return existing.experiment_id
     artifact_location = None
     if uri.startswith("sqlite:///"):
         artifact_location = (Path(uri[len("sqlite:///"):]).parent / ARTIFACTS_DIR).resolve().as_uri()
-    return client.create_experiment(name, artifact_location=artifact_location)
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location)
+    except MlflowException:  # another worker created it first (the name is unique)
+        existing = client.get_experiment_by_name(name)
+        if existing is None:
+            raise
+        return existing.experiment_id
 
 
 def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metrics: dict, config_yaml: str, tags: dict | None = None) -> str:

@@ -3,8 +3,11 @@
 Children are written with `MlflowClient.log_batch` (one call for all of a trial's params, metrics
 and tags: ~15 ms per run on SQLite against ~21 ms for the fluent API, ecosystem.md §1.3) and
 buffered so the search loop pays for logging in bursts; the time spent is measured and reported.
-A child carries the Optuna trial number (param `trial_number`), so a resumed study never logs a
-trial twice: trials already present under the parent are skipped.
+A child carries the Optuna trial number (param `trial_number`, and a tag set when the run is
+created), so a resumed study never logs a trial twice: finished children under the parent are
+skipped, and a child left RUNNING by a process killed mid-write is reused and closed. Several
+workers share one parent: the earliest-started parent of the study wins and a later duplicate,
+created by a worker that raced it, is deleted.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from phaze.tracking.store import experiment_id
 PARENT_TAG = "mlflow.parentRunId"
 STUDY_TAG = "phaze.study"
 TRIAL_PARAM = "trial_number"
+TRIAL_TAG = "phaze.trial_number"
 RUN_NAME_TAG = "mlflow.runName"
+MAX_CHILDREN = 50000
+"""search_runs page size; MLflow's SQL store accepts up to 50,000 results per call."""
 
 
 @dataclass
@@ -44,24 +50,39 @@ class StudyTracker:
         self.logging_s = 0.0
         self.logged = 0
         self.parent_id = self._parent_run()
-        self.known = self._logged_trials()
+        self.known, self.open_runs = self._logged_trials()
+
+    def _parents(self) -> list:
+        return self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{self.study_name}' and tags.phaze_role = 'study'",
+            order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
+        )
 
     def _parent_run(self) -> str:
-        """The study's parent run: the existing one when the study is resumed, else a new one."""
-        found = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{self.study_name}' and tags.phaze_role = 'study'",
-            max_results=1,
-        )
-        if found:
-            run_id = found[0].info.run_id
-            self.client.update_run(run_id, status="RUNNING")
-            return run_id
-        run = self.client.create_run(self.experiment_id, run_name=self.study_name, tags={STUDY_TAG: self.study_name, "phaze_role": "study"})
-        return run.info.run_id
+        """The study's parent run: the existing one when the study is resumed or shared, else a new one."""
+        found = self._parents()
+        if not found:
+            mine = self.client.create_run(self.experiment_id, run_name=self.study_name, tags={STUDY_TAG: self.study_name, "phaze_role": "study"})
+            found = self._parents()
+            if found[0].info.run_id != mine.info.run_id:  # a worker created one first: keep the earliest
+                self.client.delete_run(mine.info.run_id)
+        run_id = found[0].info.run_id
+        self.client.update_run(run_id, status="RUNNING")
+        return run_id
 
-    def _logged_trials(self) -> set[int]:
-        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_id}'", max_results=50000)
-        return {int(r.data.params[TRIAL_PARAM]) for r in runs if TRIAL_PARAM in r.data.params}
+    def _logged_trials(self) -> tuple[set[int], dict[int, str]]:
+        """Trial numbers with a finished child run, and the children left RUNNING by a killed process."""
+        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_id}'", max_results=MAX_CHILDREN)
+        known, open_runs = set(), {}
+        for r in runs:
+            number = r.data.params.get(TRIAL_PARAM, r.data.tags.get(TRIAL_TAG))
+            if number is None:
+                continue
+            if r.info.status == "FINISHED":
+                known.add(int(number))
+            else:
+                open_runs[int(number)] = r.info.run_id
+        return known, open_runs
 
     def log_params(self, params: dict) -> None:
         """Study-level params on the parent run (values already logged with the same value are fine)."""
@@ -87,12 +108,15 @@ class StudyTracker:
         start = time.perf_counter()
         now_ms = int(time.time() * 1000)
         for rec in self.buffer:
-            tags = {PARENT_TAG: self.parent_id, STUDY_TAG: self.study_name, "phaze_role": "trial", **{k: str(v) for k, v in rec.tags.items()}}
-            run = self.client.create_run(self.experiment_id, run_name=f"trial-{rec.number}", tags=tags)
+            tags = {PARENT_TAG: self.parent_id, STUDY_TAG: self.study_name, TRIAL_TAG: str(rec.number), "phaze_role": "trial",
+                    **{k: str(v) for k, v in rec.tags.items()}}
+            run_id = self.open_runs.pop(rec.number, None)
+            if run_id is None:
+                run_id = self.client.create_run(self.experiment_id, run_name=f"trial-{rec.number}", tags=tags).info.run_id
             params = [Param(TRIAL_PARAM, str(rec.number))] + [Param(k, str(v)) for k, v in rec.params.items()]
             metrics = [Metric(k, float(v), now_ms, 0) for k, v in rec.metrics.items() if v is not None]
-            self.client.log_batch(run.info.run_id, metrics=metrics, params=params)
-            self.client.set_terminated(run.info.run_id)
+            self.client.log_batch(run_id, metrics=metrics, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
+            self.client.set_terminated(run_id)
         self.logged += len(self.buffer)
         self.buffer.clear()
         self.logging_s += time.perf_counter() - start

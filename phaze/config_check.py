@@ -1,0 +1,261 @@
+"""Every config value checked before any work: one ConfigError naming the field and the allowed values.
+
+`check_config(cfg)` is the first call of `phaze.run` and `phaze.evaluate`, so a bad value stops the
+job before anything is written to mlruns/ or the study storage; `run_cli` turns it, and Hydra's own
+composition errors (an unknown config option, a typo, a wrong type), into one line on stderr and
+exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from phaze.cost.network import ALGORITHMS
+from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
+from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES
+from phaze.schedule.backends import BACKEND_CHOICES
+from phaze.search.evaluator import PLACEMENTS
+from phaze.search.samplers import SAMPLERS
+from phaze.search.study import OBJECTIVES, storage_url
+from phaze.validate import ConfigError, bools, positive_ints
+from phaze.workload.attention import ATTENTION_IMPLEMENTATIONS
+from phaze.workload.extract import DTYPES, valid_tp_widths
+from phaze.workload.families import FAMILIES
+
+EXIT_CONFIG = 2
+"""Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
+POWER_OF_TWO_AXES = ("n_tc", "tc_rows", "tc_cols", "n_vc", "vc_width")
+"""Grid axes that PHAZE's space takes in powers of two (reference/phaze-method.md §3.2); point presets
+describe real chips (an A100 has 108 SMs) and are exempt."""
+MEMORY = "memory"
+SCHEMA_PREFIX = "base_"
+"""Group entries that are schemas registered by phaze.schema, not choices (base_model, base_hw, ...)."""
+
+
+def _positive(value, field: str, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{field}={value!r}: allowed values are numbers {'>= 0' if allow_zero else '> 0'}")
+
+
+def _fraction(value, field: str) -> None:
+    if not 0 < value <= 1:
+        raise ConfigError(f"{field}={value!r}: allowed values are in (0, 1]")
+
+
+def _choice(value, field: str, allowed) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{field}={value!r}: allowed values are {', '.join(map(str, allowed))}")
+
+
+def _power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def check_model(m) -> None:
+    _choice(m.family, "model.family", sorted(FAMILIES))
+    _choice(m.attention, "model.attention", ATTENTION_IMPLEMENTATIONS)
+    for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size", "seq_len",
+                 "max_position_embeddings", "max_tp"):
+        positive_ints(m[name], f"model.{name}")
+    _positive(m.word_embed_proj_dim, "model.word_embed_proj_dim", allow_zero=True)
+    if m.hidden_size % m.num_heads:
+        raise ConfigError(f"model.num_heads={m.num_heads}: must divide model.hidden_size={m.hidden_size}")
+    if m.num_heads % m.num_kv_heads:
+        raise ConfigError(f"model.num_kv_heads={m.num_kv_heads}: must divide model.num_heads={m.num_heads}")
+    if m.seq_len > m.max_position_embeddings:
+        raise ConfigError(f"model.seq_len={m.seq_len}: allowed values are 1..model.max_position_embeddings={m.max_position_embeddings}")
+    for name in ("pp", "dp", "tp"):
+        positive_ints(m.expert[name], f"model.expert.{name}")
+
+
+def check_hw(hw) -> None:
+    _choice(hw.kind, "hw.kind", KINDS)
+    for axis in AXES:
+        values = list(hw[axis])
+        if axis == "vc_width" and not values:
+            continue
+        positive_ints(values, f"hw.{axis}", powers_of_two=hw.kind == "grid" and axis in POWER_OF_TWO_AXES)
+        if hw.kind == "point" and len(values) != 1:
+            raise ConfigError(f"hw.{axis}={values}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value")
+    for name in ("hbm_gbps", "glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
+        _positive(hw[name], f"hw.{name}")
+    _positive(hw.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
+    _positive(hw.op_overhead_s, "hw.op_overhead_s", allow_zero=True)
+    _fraction(hw.matmul_efficiency, "hw.matmul_efficiency")
+    _fraction(hw.memory_efficiency, "hw.memory_efficiency")
+    if not 0 <= hw.area_min_fraction <= 1:
+        raise ConfigError(f"hw.area_min_fraction={hw.area_min_fraction}: allowed values are in [0, 1]")
+    for name in ("area_budget_mm2", "power_budget_w"):
+        if hw[name] is not None:
+            _positive(hw[name], f"hw.{name}")
+    for name in ("tc_pe_um2", "vc_lane_um2"):
+        _positive(hw.area[name], f"hw.area.{name}")
+    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2"):
+        _positive(hw.power[name], f"hw.power.{name}", allow_zero=True)
+    if hw.kind == "grid":
+        check_budget(hw)
+
+
+def check_budget(hw) -> None:
+    """A grid needs at least one point inside its area (and power) budget."""
+    from phaze.hardware.space import enumerate_space, area_budget_mm2
+
+    if len(enumerate_space(hw)):
+        return
+    points = describe_points(hw, grid_axes(hw))
+    smallest = float(points.area_mm2.min())
+    if hw.power_budget_w is not None and smallest <= area_budget_mm2(hw):
+        raise ConfigError(f"hw.power_budget_w={hw.power_budget_w}: no point of hw={hw.name} fits; allowed values are >= {float(points.tdp_w.min()):.4g}")
+    raise ConfigError(f"hw.area_budget_mm2={hw.area_budget_mm2}: no point of hw={hw.name} fits; allowed values are >= {smallest:.4g} (the smallest point's area)")
+
+
+def check_cluster(c) -> None:
+    positive_ints(c.devices, "cluster.devices")
+    positive_ints(c.node_size, "cluster.node_size")
+    if c.node_size < c.devices and c.devices % c.node_size:
+        raise ConfigError(f"cluster.devices={c.devices}: allowed values are multiples of cluster.node_size={c.node_size}")
+    _positive(c.intra_node_gbps, "cluster.intra_node_gbps")
+    _positive(c.inter_node_gbps, "cluster.inter_node_gbps")
+    _positive(c.link_latency_s, "cluster.link_latency_s", allow_zero=True)
+    _choice(c.collective_algorithm, "cluster.collective_algorithm", ALGORITHMS)
+
+
+def check_train(cfg, m) -> None:
+    t = cfg.train
+    positive_ints(t.global_batch, "train.global_batch")
+    _choice(t.bytes_per_elem, "train.bytes_per_elem", sorted(DTYPES))
+    _choice(t.optimizer, "train.optimizer", OPTIMIZERS)
+    _choice(t.recompute_granularity, "train.recompute_granularity", RECOMPUTE_GRANULARITIES)
+    bools(t.recompute, "train.recompute")
+    for mbs in positive_ints(t.mbs, "train.mbs"):
+        if t.global_batch % mbs:
+            raise ConfigError(f"train.global_batch={t.global_batch}: must be a multiple of every train.mbs (here {mbs}), "
+                              "so that each data-parallel replica's batch splits into microbatches")
+    widths = positive_ints(list(t.tp_widths), "train.tp_widths", powers_of_two=True)
+    too_wide = [w for w in widths if w > m.num_heads]
+    if too_wide:
+        raise ConfigError(f"train.tp_widths={widths}: {too_wide} exceed model.num_heads={m.num_heads}; allowed widths are <= {m.num_heads}")
+    if not valid_tp_widths(m, widths):
+        raise ConfigError(f"train.tp_widths={widths}: none divides model.num_heads={m.num_heads} and model.num_kv_heads={m.num_kv_heads} "
+                          f"within model.max_tp={m.max_tp}; allowed: powers of two up to {m.max_tp} that divide the heads")
+
+
+def check_schedule(s) -> None:
+    _choice(s.backend, "schedule.backend", BACKEND_CHOICES)
+    if not 0 <= s.mip_gap < 1:
+        raise ConfigError(f"schedule.mip_gap={s.mip_gap}: allowed values are in [0, 1)")
+    _positive(s.time_limit_s, "schedule.time_limit_s")
+    positive_ints(s.threads, "schedule.threads")
+
+
+def check_placement(cfg, model) -> None:
+    p = cfg.placement
+    for name in ("dp", "pp", "tp"):
+        _positive(p[name], f"placement.{name}", allow_zero=True)
+    if not (p.dp or p.pp or p.tp):
+        return
+    if not (p.dp and p.pp and p.tp):
+        raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
+    if p.dp * p.pp * p.tp > cfg.cluster.devices:
+        raise ConfigError(f"placement.dp x pp x tp = {p.dp * p.pp * p.tp}: allowed is at most cluster.devices={cfg.cluster.devices}")
+    if p.tp not in valid_tp_widths(model, list(cfg.train.tp_widths)):
+        raise ConfigError(f"placement.tp={p.tp}: allowed values are {valid_tp_widths(model, list(cfg.train.tp_widths))} "
+                          "(train.tp_widths that divide the model's heads, up to model.max_tp)")
+    if p.pp > model.num_layers:
+        raise ConfigError(f"placement.pp={p.pp}: allowed values are 1..model.num_layers={model.num_layers}")
+    for mbs in positive_ints(cfg.train.mbs, "train.mbs"):
+        if cfg.train.global_batch % (p.dp * mbs):
+            raise ConfigError(f"train.global_batch={cfg.train.global_batch}: must be a multiple of placement.dp x train.mbs = {p.dp} x {mbs}")
+
+
+def check_storage(url: str | None) -> None:
+    """An Optuna storage URL: any SQLAlchemy database URL whose dialect is installed."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    if url is None:
+        return
+    try:
+        make_url(url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as e:
+        raise ConfigError(f"search.storage={url!r}: not a usable Optuna storage URL ({e}); allowed: memory, "
+                          "sqlite:///path.db, postgresql://user:password@host:port/db, mysql+pymysql://...") from None
+
+
+def check_search(cfg) -> None:
+    s = cfg.search
+    _choice(s.sampler, "search.sampler", SAMPLERS)
+    _choice(s.objective, "search.objective", OBJECTIVES)
+    _choice(s.placement, "search.placement", PLACEMENTS)
+    if s.objective == "throughput_per_tdp" and s.sampler == "nsga2":
+        raise ConfigError("search.objective=throughput_per_tdp: allowed with samplers bound, grid, tpe (nsga2 optimises throughput vs area)")
+    positive_ints(s.n_trials, "search.n_trials")
+    positive_ints(s.n_workers, "search.n_workers")
+    _positive(s.seed, "search.seed", allow_zero=True)
+    if s.study_name is not None and not str(s.study_name).strip():
+        raise ConfigError("search.study_name='': allowed values are null (derived from the config) or a non-empty name")
+    if s.storage == MEMORY and s.n_workers > 1:
+        raise ConfigError(f"search.n_workers={s.n_workers}: needs a shared search.storage (sqlite:///..., postgresql://...), not memory")
+    check_storage(storage_url(cfg) if s.storage != MEMORY else None)
+
+
+def check_tracking(t) -> None:
+    if not str(t.experiment).strip():
+        raise ConfigError("tracking.experiment='': allowed values are non-empty names")
+    if t.uri is not None and not str(t.uri).strip():
+        raise ConfigError("tracking.uri='': allowed values are null ($MLFLOW_TRACKING_URI or mlruns/) or a tracking URI")
+
+
+def check_config(cfg) -> None:
+    """Raise ConfigError for the first invalid value of the job config (every model of `model=[a,b]`)."""
+    models = list(cfg.get("models") or [cfg.model])
+    for model in models:
+        check_model(model)
+    check_hw(cfg.hw)
+    check_cluster(cfg.cluster)
+    for model in models:
+        check_train(cfg, model)
+        check_placement(cfg, model)
+    check_schedule(cfg.schedule)
+    check_search(cfg)
+    check_tracking(cfg.tracking)
+
+
+def one_line(error: BaseException) -> str:
+    """An error message on one line: Hydra's multi-line messages (option lists) joined."""
+    text = str(error)
+    options = getattr(error, "options", None)
+    group = re.search(r"Available options in '([^']+)'", text)
+    if options and group:
+        names = ", ".join(o for o in options if not o.startswith(SCHEMA_PREFIX))
+        return f"{text.strip().splitlines()[0]}; allowed values for {group.group(1)}: {names}"
+    cause = error.__cause__
+    parts = [text] + ([str(cause)] if cause is not None and str(cause) not in text else [])
+    return " | ".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in parts)
+
+
+def exit_on_config_error(error: BaseException) -> None:
+    print(f"error: {one_line(error)}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
+
+
+def run_cli(main) -> None:
+    """Run a @hydra.main entry point; a bad config (ours or Hydra's composition) is one line on stderr and exit 2."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra's errors reach us instead of exiting 1 itself
+    try:
+        main()
+    except (ConfigError, HydraException, OmegaConfBaseException) as e:
+        exit_on_config_error(e)
+
+
+def checked(cfg) -> None:
+    """check_config for the entry points: exit 2 with one line on the first bad value."""
+    try:
+        check_config(cfg)
+    except ConfigError as e:
+        exit_on_config_error(e)

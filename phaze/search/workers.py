@@ -1,0 +1,39 @@
+"""`search.n_workers`: several processes on one machine, each running the study's loop against its storage.
+
+The launching process creates the study, the MLflow parent run and the claims table before any
+worker starts (two processes creating a fresh SQLite database at once fail, ecosystem.md §1), and
+recovers the trials of dead processes; the workers then only load them. Workers are spawned, not
+forked: each builds its own database connections and Numba state.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+
+from omegaconf import OmegaConf
+
+
+def work(cfg_yaml: str, worker: int) -> None:
+    """One worker process: load the study with this worker's sampler and run trials until it is done."""
+    from phaze import schema  # noqa: F401  (registers the structured configs in the new process)
+    from phaze.search.evaluator import SpaceEvaluator
+    from phaze.search.study import search, tracker_for, worker_study
+
+    cfg = OmegaConf.create(cfg_yaml)
+    evaluator = SpaceEvaluator(cfg)
+    study = worker_study(cfg, evaluator, worker)
+    search(cfg, study, evaluator, tracker_for(cfg), durable=True)
+
+
+def run_workers(cfg, n_workers: int) -> None:
+    """Run `n_workers` worker processes to the end; raise if any of them failed."""
+    ctx = multiprocessing.get_context("spawn")
+    text = OmegaConf.to_yaml(cfg, resolve=True)
+    procs = [ctx.Process(target=work, args=(text, k), name=f"phaze-worker-{k}") for k in range(n_workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = {p.name: p.exitcode for p in procs if p.exitcode != 0}
+    if failed:
+        raise RuntimeError(f"search workers failed (exit codes): {failed}")

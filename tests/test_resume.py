@@ -1,0 +1,89 @@
+"""A study killed mid-run (SIGKILL or SIGINT) and started again with the same command finishes as if
+never interrupted: one finished trial per point, one MLflow child run per finished trial."""
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import mlflow
+import optuna
+import pandas as pd
+import pytest
+
+from phaze.config import compose_config
+from phaze.hardware.space import enumerate_space
+from tests.test_search_study import TINY_MODEL
+
+pytestmark = pytest.mark.slow
+
+SMALL_GRID = ["hw=tiny_grid", "hw.hbm_gib=[32]", "hw.glb_mib=[2]", "hw.inter_op_parallel=false"]
+"""hw=tiny_grid cut to 17 points, so three starts of the job stay within a minute or two on 2 cores."""
+KILLS = ((signal.SIGINT, 4), (signal.SIGKILL, 8))
+"""Each interruption and the number of completed trials it waits for: Ctrl-C first, then a hard kill."""
+POLL_S = 0.2
+START_TIMEOUT_S = 300
+
+
+def command(tmp_path, cache) -> list[str]:
+    return [sys.executable, "-m", "phaze.run", *TINY_MODEL, *SMALL_GRID, "search=grid", "search.prune=false",
+            "search.study_name=resume", f"search.storage=sqlite:///{tmp_path / 'studies.db'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"cache_dir={cache}", f"schedule.cache_dir={cache}/schedule"]
+
+
+def count(db, state: str) -> int:
+    """Trials in a state, read straight from the Optuna database while the study runs."""
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            return conn.execute("SELECT count(*) FROM trials WHERE state = ?", (state,)).fetchone()[0]
+    except sqlite3.OperationalError:  # the schema is not created yet
+        return 0
+
+
+def interrupt(cmd, cwd, db, sig, after_complete: int) -> None:
+    """Start the job and send it `sig` once `after_complete` trials are done and one is running."""
+    log = cwd / f"run-{sig.name}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not (count(db, "COMPLETE") >= after_complete and count(db, "RUNNING") == 1):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the study never got going"
+        time.sleep(POLL_S)
+    proc.send_signal(sig)
+    proc.wait(timeout=120)
+    assert proc.returncode != 0
+
+
+def test_interrupted_study_resumes_without_losing_or_repeating_a_point(tmp_path, workload_cache):
+    cmd = command(tmp_path, workload_cache)
+    db = tmp_path / "studies.db"
+    n_points = len(enumerate_space(compose_config(*SMALL_GRID).hw))
+    for sig, after in KILLS:
+        interrupt(cmd, tmp_path, db, sig, after)
+        assert after <= count(db, "COMPLETE") < n_points
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+
+    study = optuna.load_study(study_name="resume", storage=f"sqlite:///{db}")
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    assert sorted(t.params["point"] for t in complete) == list(range(n_points))  # each point exactly once
+    assert len(failed) <= len(KILLS)  # the trials running at the kills (unless a signal landed between trials), failed ...
+    for dead in failed:
+        retry = [t for t in complete if t.params["point"] == dead.params["point"]]
+        assert len(retry) == 1 and retry[0].number > dead.number  # ... and its point re-proposed
+    assert len(trials) == n_points + len(failed)
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parents = mlflow.search_runs(experiment_names=["phaze"], filter_string="tags.phaze_role = 'study'")
+    assert len(parents) == 1
+    children = mlflow.search_runs(experiment_names=["phaze"], filter_string=f"tags.mlflow.parentRunId = '{parents.run_id[0]}'")
+    numbers = pd.to_numeric(children["params.trial_number"])
+    assert sorted(numbers) == sorted(t.number for t in complete)  # one child per finished trial, none for the failed one
+    assert (children.status == "FINISHED").all()
+    by_trial = {t.number: t.values[0] for t in complete}
+    logged = pd.to_numeric(children["metrics.throughput_seq_s"]).to_numpy()
+    assert logged == pytest.approx([by_trial[n] for n in numbers], rel=1e-12)
