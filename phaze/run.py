@@ -10,7 +10,11 @@ from __future__ import annotations
 import logging
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+
 from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.config import attach_models, models_of
+from phaze.config_check import checked, run_cli
 from phaze.report.study import final_table, history_figure, scatter_figure
 from phaze.search.study import run_study, study_name, tracker_for
 from phaze.summary import workload_summary
@@ -22,10 +26,15 @@ log = logging.getLogger("phaze")
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg) -> None:
-    mbs = positive_ints(cfg.train.mbs, "train.mbs")[0]
-    workload = extract_workload(cfg.model, mbs, cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir)
-    summary = workload_summary(workload)
-    print(summary.to_string())
+    cfg = attach_models(cfg, HydraConfig.get().overrides.task)
+    checked(cfg)
+    model_metrics = {}
+    for one in models_of(cfg):
+        mbs = positive_ints(one.train.mbs, "train.mbs")[0]
+        summary = workload_summary(extract_workload(one.model, mbs, one.train.bytes_per_elem, one.train.tp_widths, cache_dir=one.cache_dir))
+        print(summary.to_string())
+        prefix = "model" if not cfg.models else f"model.{one.model.name}"
+        model_metrics.update({f"{prefix}.params": float(summary.params), f"{prefix}.train_flops_per_seq": summary.train_flops_per_seq})
     tracker = tracker_for(cfg)
     outcome = run_study(cfg, tracker)
     table = final_table(outcome)
@@ -33,12 +42,12 @@ def main(cfg) -> None:
           f"{outcome.n_full_evals} fully evaluated of {len(outcome.evaluator)} points, {outcome.wall_s:.0f} s")
     print(table.to_string(index=False))
     if tracker is not None:
-        tracker.log_params({"model": cfg.model.name, "hw": cfg.hw.name, "cluster": cfg.cluster.name,
+        tracker.log_params({"model": "+".join(m.name for m in (cfg.models or [cfg.model])), "hw": cfg.hw.name, "cluster": cfg.cluster.name,
                             "search.sampler": cfg.search.sampler, "search.objective": cfg.search.objective})
         best_area = float(outcome.evaluator.points.area_mm2.iloc[outcome.best_index]) if outcome.best is not None else None
         tracker.finish(
             metrics={
-                "model.params": float(workload.params), "model.train_flops_per_seq": summary.train_flops_per_seq,
+                **model_metrics,
                 "best.throughput_seq_s": outcome.best.throughput_seq_s if outcome.best else None, "best.area_mm2": best_area,
                 "grid_size": len(outcome.evaluator), "n_trials": outcome.n_trials, "n_pruned": outcome.n_pruned,
                 "n_full_evals": outcome.n_full_evals, "baseline.throughput_seq_s": outcome.baseline.throughput_seq_s,
@@ -52,4 +61,4 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)
