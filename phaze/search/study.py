@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +34,9 @@ POINT_PARAM = "point"
 STORAGE_FILE = "studies.db"
 """Default Optuna storage: an SQLite file next to mlruns/, so a killed study resumes."""
 RECORD_ATTR = "mlflow_record"
-"""User attribute holding a finished trial's MLflow child run (params, metrics, tags): the study is
-the source of truth, so a run lost with a killed process is logged again from it on resume."""
+"""User attribute holding a finished trial's MLflow child run (params, metrics, tags), as logged."""
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+"""Which process ran a trial (tag `worker` of its child run): host and process id."""
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 BOUND_STOP_ATTR = "stopped_by_bound"
 """Study attribute set when branch and bound proved every unvisited point dominated."""
@@ -83,11 +86,12 @@ def storage_url(cfg) -> str | None:
 
 
 class Objective:
-    """Optuna objective: prune by bounds, else evaluate; every finished trial carries its MLflow record."""
+    """Optuna objective: prune by bounds, else evaluate; every trial logs its MLflow child run before it ends."""
 
-    def __init__(self, cfg, evaluator: SpaceEvaluator, multi: bool, claims=None):
+    def __init__(self, cfg, evaluator: SpaceEvaluator, multi: bool, tracker: StudyTracker | None = None, claims=None):
         self.cfg = cfg
         self.ev = evaluator
+        self.tracker = tracker
         self.multi = multi
         self.claims = claims
         self.per_tdp = cfg.search.objective == "throughput_per_tdp"
@@ -162,9 +166,12 @@ class Objective:
         self._record(trial, index, evaluation)
         return self.value_of(index, evaluation.throughput_seq_s)
 
-    @staticmethod
-    def _set_record(trial, params: dict, metrics: dict, tags: dict) -> None:
+    def _set_record(self, trial, params: dict, metrics: dict, tags: dict) -> None:
+        """Keep the trial's child run on the trial and write it to MLflow now, before Optuna records the trial's end."""
+        tags = {**tags, "worker": WORKER}
         trial.set_user_attr(RECORD_ATTR, {"params": params, "metrics": metrics, "tags": tags})
+        if self.tracker is not None:
+            self.tracker.log_trial(TrialRecord(trial.number, params, metrics, tags))
 
     def _pruned(self, trial, index: int, stage: str, bound: float):
         trial.set_user_attr("pruned_by", stage)
@@ -192,14 +199,6 @@ class Objective:
                 metrics[f"{prefix}throughput_seq_s"] = r.throughput_seq_s
         metrics["perf_per_tdp"] = e.throughput_seq_s / metrics["tdp_w"]
         self._set_record(trial, params, metrics, {"pruned": False})
-
-
-def record_of(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
-    """A finished trial's MLflow child run, from what the objective stored on it."""
-    rec = trial.user_attrs.get(RECORD_ATTR)
-    if rec is None or trial.state not in FINISHED:
-        return None
-    return TrialRecord(trial.number, rec["params"], rec["metrics"], rec["tags"])
 
 
 def n_trials_for(cfg, evaluator: SpaceEvaluator) -> int:
@@ -237,15 +236,12 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
     multi = cfg.search.sampler == "nsga2"
     ordered = cfg.search.sampler in ORDERED
     claims = study.sampler.claims if ordered else None
-    objective = Objective(cfg, evaluator, multi, claims)
+    objective = Objective(cfg, evaluator, multi, tracker, claims)
     total = n_trials_for(cfg, evaluator)
     bar = tqdm(total=max(0, total - n_finished(study)), desc="trials", disable=not progress, leave=False)
 
     def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        """After each trial: log it to MLflow, advance the bar, stop when the study has all it needs."""
-        record = record_of(trial)
-        if tracker is not None and record is not None:
-            tracker.log_trial(record)
+        """After each trial: advance the bar, stop when the study has all it needs."""
         if trial.state in FINISHED:
             bar.update(1)
         if (study.sampler.exhausted if ordered else n_finished(study) >= total):
@@ -266,7 +262,12 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
     bar.close()
     if tracker is not None:
         tracker.flush()
+        tracker.close_failed(failed_numbers(study))
     return objective
+
+
+def failed_numbers(study: optuna.Study) -> set[int]:
+    return {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))}
 
 
 def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
@@ -290,11 +291,7 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     if durable:
         recover(study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
     if tracker is not None:
-        for trial in study.get_trials(deepcopy=False, states=FINISHED):
-            record = record_of(trial)
-            if record is not None:
-                tracker.log_trial(record)
-        tracker.flush()
+        tracker.close_failed(failed_numbers(study))
     full_evals: dict[int, Evaluation] = {}
     if int(cfg.search.n_workers) > 1:
         run_workers(cfg, int(cfg.search.n_workers))
@@ -331,4 +328,4 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
 def tracker_for(cfg) -> StudyTracker | None:
     if not cfg.tracking.enabled:
         return None
-    return StudyTracker(resolve_tracking_uri(cfg.tracking.uri), cfg.tracking.experiment, study_name(cfg))
+    return StudyTracker(resolve_tracking_uri(cfg.tracking.uri), cfg.tracking.experiment, study_name(cfg), flush_every=1)

@@ -1,13 +1,15 @@
 """MLflow runs of a search: one parent run per study, one child run per trial.
 
 Children are written with `MlflowClient.log_batch` (one call for all of a trial's params, metrics
-and tags: ~15 ms per run on SQLite against ~21 ms for the fluent API, ecosystem.md §1.3) and
-buffered so the search loop pays for logging in bursts; the time spent is measured and reported.
-A child carries the Optuna trial number (param `trial_number`, and a tag set when the run is
-created), so a resumed study never logs a trial twice: finished children under the parent are
-skipped, and a child left RUNNING by a process killed mid-write is reused and closed. Several
-workers share one parent: the earliest-started parent of the study wins and a later duplicate,
-created by a worker that raced it, is deleted.
+and tags: ~15 ms per run on SQLite against ~21 ms for the fluent API, ecosystem.md §1.3), by the
+process that ran the trial, before Optuna records the trial's end (`flush_every=1`), so no other
+process ever has to log it and a finished trial always has its run; a larger `flush_every`
+buffers for a single process. The time spent is measured and reported. A child carries the
+Optuna trial number (param `trial_number`, and a tag set when the run is created), so a trial is
+never logged twice, and the run of a trial that died (its process killed after logging, or
+mid-write) is closed as FAILED when the study marks the trial failed. Several workers share one
+parent: the earliest-started parent of the study wins and a later duplicate, created by a worker
+that raced it, is deleted.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class StudyTracker:
         self.logging_s = 0.0
         self.logged = 0
         self.parent_id = self._parent_run()
-        self.known, self.open_runs = self._logged_trials()
+        self.known = self._logged_trials()
 
     def _parents(self) -> list:
         return self.client.search_runs(
@@ -70,19 +72,26 @@ class StudyTracker:
         self.client.update_run(run_id, status="RUNNING")
         return run_id
 
-    def _logged_trials(self) -> tuple[set[int], dict[int, str]]:
-        """Trial numbers with a finished child run, and the children left RUNNING by a killed process."""
-        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_id}'", max_results=MAX_CHILDREN)
-        known, open_runs = set(), {}
-        for r in runs:
-            number = r.data.params.get(TRIAL_PARAM, r.data.tags.get(TRIAL_TAG))
-            if number is None:
-                continue
-            if r.info.status == "FINISHED":
-                known.add(int(number))
-            else:
-                open_runs[int(number)] = r.info.run_id
-        return known, open_runs
+    def _children(self) -> list:
+        return self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_id}'", max_results=MAX_CHILDREN)
+
+    @staticmethod
+    def _number(run) -> int | None:
+        number = run.data.params.get(TRIAL_PARAM, run.data.tags.get(TRIAL_TAG))
+        return None if number is None else int(number)
+
+    def _logged_trials(self) -> set[int]:
+        """Trial numbers that have a child run (finished, or closed as failed)."""
+        return {n for n in map(self._number, self._children()) if n is not None}
+
+    def close_failed(self, numbers: set[int]) -> int:
+        """Mark the child runs of these failed trials FAILED (they died after or while logging); returns how many."""
+        closed = 0
+        for run in self._children():
+            if self._number(run) in numbers and run.info.status != "FAILED":
+                self.client.set_terminated(run.info.run_id, status="FAILED")
+                closed += 1
+        return closed
 
     def log_params(self, params: dict) -> None:
         """Study-level params on the parent run (values already logged with the same value are fine)."""
@@ -103,19 +112,17 @@ class StudyTracker:
             self.flush()
 
     def flush(self) -> None:
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Metric, Param
 
         start = time.perf_counter()
         now_ms = int(time.time() * 1000)
         for rec in self.buffer:
             tags = {PARENT_TAG: self.parent_id, STUDY_TAG: self.study_name, TRIAL_TAG: str(rec.number), "phaze_role": "trial",
                     **{k: str(v) for k, v in rec.tags.items()}}
-            run_id = self.open_runs.pop(rec.number, None)
-            if run_id is None:
-                run_id = self.client.create_run(self.experiment_id, run_name=f"trial-{rec.number}", tags=tags).info.run_id
+            run_id = self.client.create_run(self.experiment_id, run_name=f"trial-{rec.number}", tags=tags).info.run_id
             params = [Param(TRIAL_PARAM, str(rec.number))] + [Param(k, str(v)) for k, v in rec.params.items()]
             metrics = [Metric(k, float(v), now_ms, 0) for k, v in rec.metrics.items() if v is not None]
-            self.client.log_batch(run_id, metrics=metrics, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
+            self.client.log_batch(run_id, metrics=metrics, params=params)
             self.client.set_terminated(run_id)
         self.logged += len(self.buffer)
         self.buffer.clear()
