@@ -1,0 +1,133 @@
+"""Bad config values stop `phaze.run` and `phaze.evaluate` before any work: exit code 2, one line on
+stderr naming the field (and the allowed values), nothing new in mlruns/ or the study storage."""
+
+import hashlib
+import runpy
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from hydra.core.global_hydra import GlobalHydra
+
+from phaze.config_check import EXIT_CONFIG
+from tests.test_search_study import TINY_MODEL
+
+BASE = [*TINY_MODEL, "hw=tiny_grid"]
+"""A valid job (checked below) that each case breaks in one place."""
+
+CASES = [
+    # (overrides, field the message must name, a word the message must list as allowed)
+    (["model=nope"], "model", "llama2"),
+    (["hw=nope"], "hw", "tiny_grid"),
+    (["cluster=nope"], "cluster", "dgx_a100"),
+    (["search=nope"], "search", "bound"),
+    (["hw/area=nope"], "hw/area", "modern_7nm"),
+    (["model.num_layerz=3"], "model.num_layerz", "num_layerz"),
+    (["model.num_layers=abc"], "model.num_layers", "Integer"),
+    (["model.num_layers=0"], "model.num_layers", "positive"),
+    (["model.hidden_size=-256"], "model.hidden_size", "positive"),
+    (["model.num_heads=3"], "model.num_heads", "divide"),
+    (["model.seq_len=256"], "model.seq_len", "max_position_embeddings=128"),
+    (["model.family=bloom"], "model.family", "llama"),
+    (["model.attention=sparse"], "model.attention", "flash"),
+    (["train.global_batch=0"], "train.global_batch", "positive"),
+    (["train.global_batch=63"], "train.global_batch", "multiple"),
+    (["train.mbs=[1,-2]"], "train.mbs", "positive"),
+    (["train.tp_widths=[1,3]"], "train.tp_widths", "powers of two"),
+    (["train.tp_widths=[1,8]"], "train.tp_widths", "<= 4"),
+    (["train.optimizer=lion"], "train.optimizer", "adam"),
+    (["train.bytes_per_elem=3"], "train.bytes_per_elem", "2, 4"),
+    (["hw.tc_rows=[8,12]"], "hw.tc_rows", "powers of two"),
+    (["hw.n_tc=[0,1]"], "hw.n_tc", "positive"),
+    (["hw.area_budget_mm2=0.5"], "hw.area_budget_mm2", ">= 3.405"),
+    (["hw.freq_ghz=0"], "hw.freq_ghz", "> 0"),
+    (["hw.matmul_efficiency=1.5"], "hw.matmul_efficiency", "(0, 1]"),
+    (["hw.kind=cube"], "hw.kind", "grid"),
+    (["cluster.devices=-16"], "cluster.devices", "positive"),
+    (["cluster=dgx_a100", "cluster.devices=12"], "cluster.devices", "multiples of cluster.node_size=8"),
+    (["cluster.collective_algorithm=mesh"], "cluster.collective_algorithm", "ring"),
+    (["search.sampler=random"], "search.sampler", "nsga2"),
+    (["search.objective=latency"], "search.objective", "throughput_per_tdp"),
+    (["search.n_trials=0"], "search.n_trials", "positive"),
+    (["search.n_workers=0"], "search.n_workers", "positive"),
+    (["search.n_workers=2", "search.storage=memory"], "search.n_workers", "postgresql://"),
+    (["search.storage=nosuchdb://host/x"], "search.storage", "sqlite:///"),
+    (["schedule.mip_gap=1.5"], "schedule.mip_gap", "[0, 1)"),
+    (["schedule.backend=cplex"], "schedule.backend", "highs"),
+    (["placement.dp=4"], "placement.dp", "all three"),
+    (["placement.dp=3", "placement.pp=1", "placement.tp=1"], "train.global_batch", "placement.dp x train.mbs"),
+    (["placement.dp=4", "placement.pp=2", "placement.tp=4"], "placement.dp x pp x tp", "cluster.devices=16"),
+]
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file of mlruns/ and the study storage, by content."""
+    files = [*root.joinpath("mlruns").rglob("*"), root / "studies.db"]
+    return {str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.is_file()}
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    """A working directory holding a used mlruns/ and study storage, as after earlier runs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
+    (tmp_path / "mlruns").mkdir()
+    with sqlite3.connect(tmp_path / "mlruns" / "mlflow.db") as conn:
+        conn.execute("CREATE TABLE runs (run_uuid TEXT)")
+    optuna.create_study(study_name="earlier", storage=f"sqlite:///{tmp_path / 'studies.db'}")
+    return tmp_path
+
+
+def run_in_process(module: str, overrides: list[str], monkeypatch) -> int:
+    """`python -m module overrides...` in this process (Hydra and phaze already imported): its exit code."""
+    monkeypatch.setattr(sys, "argv", [module, *overrides])
+    GlobalHydra.instance().clear()
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module(module, run_name="__main__")
+    return stop.value.code
+
+
+def assert_one_line(err: str, field: str, allowed: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and field in lines[0] and allowed in lines[0], lines[0]
+
+
+def test_the_base_job_is_valid():
+    from phaze.config import compose_config
+    from phaze.config_check import check_config
+
+    check_config(compose_config(*BASE))
+
+
+@pytest.mark.parametrize("overrides,field,allowed", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_value_exits_2_naming_the_field(project, monkeypatch, capsys, overrides, field, allowed):
+    before = snapshot(project)
+    code = run_in_process("phaze.run", [*BASE, *overrides], monkeypatch)
+    assert code == EXIT_CONFIG
+    assert_one_line(capsys.readouterr().err, field, allowed)
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("overrides,field,allowed", [(["train.global_batch=0"], "train.global_batch", "positive"),
+                                                      (["model=nope"], "model", "llama2")])
+def test_evaluate_checks_the_same_way(project, monkeypatch, capsys, overrides, field, allowed):
+    before = snapshot(project)
+    code = run_in_process("phaze.evaluate", [*BASE, "hw=tpuv4", *overrides], monkeypatch)
+    assert code == EXIT_CONFIG
+    assert_one_line(capsys.readouterr().err, field, allowed)
+    assert snapshot(project) == before
+
+
+@pytest.mark.slow
+def test_command_line_exit_code(project):
+    """The real command, in a new process: Hydra's unknown-option error exits 2 with the options listed."""
+    before = snapshot(project)
+    proc = subprocess.run([sys.executable, "-m", "phaze.run", "model=gpt3"], cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_CONFIG
+    assert_one_line(proc.stderr, "model", "megatron_gpt3_175b")
+    assert snapshot(project) == before
