@@ -1,0 +1,335 @@
+"""Screenshots of the MLflow UI comparing a phaze study's runs, for docs/dashboard.md.
+
+    python experiments/dashboard_screenshots.py [OUT_DIR]     # default docs/img
+
+Runs an exhaustive, unpruned search on hw=tiny_grid (the tiny model of the search tests) into a
+temporary SQLite store, starts `mlflow ui` on it, and drives headless Chromium (Debian packages
+`chromium`, `chromium-driver`) as a user would: the runs table with metric and hw.* columns, a
+parallel-coordinates chart of hw.* against throughput_seq_s, and a scatter of area_mm2 against
+throughput_seq_s. tests/test_dashboard.py drives the same UI through this module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+# Headless and offline: the machines have no network beyond loopback, so every background fetch is off.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+# Wide enough for the run name, a few metric and several hw.* columns side by side, and small PNGs.
+WINDOW = (1600, 1000)
+# `mlflow ui` imports mlflow, migrates the SQLite schema and spawns uvicorn: ~10 s idle, longer on 2 busy cores.
+SERVER_START_S = 90
+# The React app downloads its bundle, then fetches runs: a few seconds; generous for a loaded machine.
+UI_WAIT_S = 45
+# How often the server's /health is polled while it starts.
+POLL_S = 0.5
+# A terminated server's process group gets this long to exit before it is killed.
+STOP_S = 10
+# One worker is plenty for one browser; each extra uvicorn worker costs a CPU-bound start.
+SERVER_WORKERS = "1"
+# The server's background job runner (seven huey consumers, for GenAI evaluation jobs) is not needed to browse runs.
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+# A virtualised dropdown shows ~10 options; scroll it by about half its height until the option renders.
+OPTION_SCROLL_PX = 150
+OPTION_SCROLLS = 40
+
+THROUGHPUT_COLUMN = "metrics.`throughput_seq_s`"
+# The default metric column cuts "throughput_seq_s" short; this much wider shows the whole name.
+THROUGHPUT_WIDEN_PX = 40
+HW_PARAMS = ["hw.n_tc", "hw.tc_rows", "hw.tc_cols", "hw.n_vc", "hw.glb_mib"]
+TABLE_COLUMNS = ["throughput_seq_s", "area_mm2", "mfu", *HW_PARAMS, "place.dp", "place.pp", "place.tp"]
+# MLflow's default sort (newest first), which nests child runs under their parent.
+DEFAULT_ORDER = "attributes.start_time"
+# Attribute columns shown by default that a phaze study leaves empty.
+EMPTY_COLUMNS = ["Dataset", "Source", "Models"]
+# The docs' study: every point of hw=tiny_grid evaluated (66 runs), so the charts show the whole space.
+DOCS_STUDY = ["hw=tiny_grid", "hw.inter_op_parallel=false", "search=grid", "search.prune=false", "search.storage=memory", "search.seed=3"]
+
+
+def run_tracked_study(overrides: list[str], uri: str, cache: Path):
+    """Run a phaze study logged to MLflow at `uri`; returns (config, tracker) once the parent run is finished."""
+    from phaze.config import compose_config
+    from phaze.search import run_study
+    from phaze.search.study import tracker_for
+
+    cfg = compose_config(*overrides, f"cache_dir={cache}", f"schedule.cache_dir={cache / 'schedule'}", "tracking.enabled=true", f"tracking.uri={uri}")
+    tracker = tracker_for(cfg)
+    out = run_study(cfg, tracker, progress=False)
+    tracker.finish({"n_trials": out.n_trials})
+    return cfg, tracker
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    """Poll `url`/health until it answers OK; raise if the server exits or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlflow ui exited with {proc.returncode} before answering")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=POLL_S * 4) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(POLL_S)
+    raise TimeoutError(f"mlflow ui did not answer {url}/health within {timeout_s} s")
+
+
+@contextmanager
+def mlflow_ui(uri: str, log_path: Path):
+    """`mlflow ui` on a free 127.0.0.1 port against the store `uri`; yields its base URL, stops its process group after."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
+               "--workers", SERVER_WORKERS]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **SERVER_ENV})
+        try:
+            wait_for_health(url, proc, SERVER_START_S)
+            yield url
+        finally:
+            stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group `proc` leads (the server, its uvicorn and job workers), SIGKILL it if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=STOP_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@contextmanager
+def chromium(profile_dir: Path):
+    """Headless Chromium driven by Selenium through the Debian chromedriver, with a fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(UI_WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Dashboard:
+    """The MLflow experiment page, operated through its controls as a user would."""
+
+    def __init__(self, driver, base_url: str):
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.driver = driver
+        self.base_url = base_url
+        self.wait = WebDriverWait(driver, UI_WAIT_S)
+
+    def find(self, xpath: str):
+        """The first visible element at `xpath`, waiting up to UI_WAIT_S for it."""
+        from selenium.webdriver.common.by import By
+
+        return self.wait.until(lambda d: next((e for e in d.find_elements(By.XPATH, xpath) if e.is_displayed()), False))
+
+    def click(self, xpath: str) -> None:
+        """Click the element at `xpath` once it is visible, centred first so sticky headers do not cover it."""
+        element = self.find(xpath)
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.click()
+
+    def open_runs(self, experiment_id: str, chart: bool = False, order_by: str | None = None) -> None:
+        """The experiment's runs page (table or chart view, optionally sorted by a metric, descending), assistant closed."""
+        from selenium.webdriver.common.by import By
+
+        mode = "CHART" if chart else "TABLE"
+        order_key = f"metrics.%60{order_by}%60" if order_by else DEFAULT_ORDER
+        query = f"compareRunsMode={mode}&orderByKey={order_key}&orderByAsc=false"
+        self.driver.get(f"{self.base_url}/#/experiments/{experiment_id}/runs?{query}")
+        self.find("//*[@role='gridcell']//a[contains(@href, '/runs/')]")
+        for close in self.driver.find_elements(By.XPATH, "//button[@aria-label='Close'][not(ancestor::*[@role='dialog'])]"):
+            if close.is_displayed():
+                close.click()
+
+    def collapse_sidebar(self) -> None:
+        """Hide the navigation sidebar to give the table its width."""
+        self.click("//button[@aria-label='Toggle sidebar']")
+
+    def expand(self, parent_run_id: str) -> None:
+        """Open the parent run's group so its child (trial) runs are listed."""
+        self.click(f"//a[contains(@href, '{parent_run_id}')]/ancestor::div[@role='gridcell']//button")
+
+    def toggle_columns(self, names: list[str]) -> None:
+        """Tick or untick columns in the Columns menu, searching each by name."""
+        from selenium.webdriver.common.keys import Keys
+
+        self.click("//button[@data-testid='column-selection-dropdown'][contains(., 'Columns')]")
+        box = self.find("//input[@placeholder='Search columns']")
+        for name in names:
+            box.send_keys(Keys.CONTROL + "a", name)
+            self.click(f"//*[@data-testid='column-selector-tree']//span[@title][normalize-space(.)='{name}']")
+        box.send_keys(Keys.ESCAPE)
+
+    def widen_column(self, col_id: str, px: int) -> None:
+        """Drag the right edge of the column header `col_id` by `px` pixels."""
+        from selenium.webdriver import ActionChains
+
+        handle = self.find(f"//*[@role='columnheader'][@col-id='{col_id}']//*[contains(@class, 'ag-header-cell-resize')]")
+        ActionChains(self.driver).click_and_hold(handle).move_by_offset(px, 0).release().perform()
+
+    def show_all_runs(self) -> None:
+        """Make every run visible in the charts (MLflow shows the first 10 by default)."""
+        self.click("//button[@data-testid='experiment-view-runs-visibility-column-header']")
+        self.click("//*[@role='menuitemradio'][normalize-space(.)='Show all runs']")
+
+    def add_chart(self, kind: str, fields: dict[str, list[str]]) -> None:
+        """Add a chart of `kind` (parallel, scatter, ...) choosing options per field ('Params', 'X axis', ...)."""
+        self.click("(//button[@data-testid='experiment-view-compare-runs-add-chart'])[1]")
+        self.click(f"//*[@data-testid='experiment-view-compare-runs-chart-type-{kind}']")
+        for field, options in fields.items():
+            for option in options:
+                self.choose(field, option)
+            self.click("//h2[normalize-space(.)='Add new chart']")  # closes the dropdown
+            self.wait.until(lambda d: self.open_list() is None)
+        self.click("//button[@data-testid='experiment-view-compare-runs-chart-modal-confirm']")
+
+    def choose(self, field: str, option: str) -> None:
+        """Pick `option` in the chart dialog's `field` dropdown, scrolling its virtual list as needed."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.common.by import By
+
+        field_xpath = f"//*[@data-testid='experiment-view-compare-runs-config-field'][h4[normalize-space(.)='{field}']]"
+        combobox = self.wait.until(lambda d: next(iter(d.find_elements(By.XPATH, f"{field_xpath}//input[@role='combobox']")), False))
+        if combobox.get_attribute("aria-expanded") != "true":  # the input is transparent: present, never "displayed"
+            selector = self.find(f"{field_xpath}//*[contains(@class, 'select-selector')]")
+            self.driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('mousedown', {bubbles: true}))", selector)
+            self.wait.until(lambda d: self.open_list())
+        for _ in range(OPTION_SCROLLS):
+            matches = [e for e in self.driver.find_elements(By.CSS_SELECTOR, f"[class*=select-item-option][title='{option}']") if e.is_displayed()]
+            if matches:
+                matches[0].click()
+                return
+            holder = self.open_list()
+            if holder:
+                self.driver.execute_script("arguments[0].scrollTop += arguments[1]", holder, OPTION_SCROLL_PX)
+        raise TimeoutException(f"option {option!r} not found in {field!r}")
+
+    def open_list(self):
+        """The open dropdown's scrollable option list, or None."""
+        from selenium.webdriver.common.by import By
+
+        return next((e for e in self.driver.find_elements(By.CSS_SELECTOR, ".rc-virtual-list-holder") if e.is_displayed()), None)
+
+    def card(self, title: str):
+        """The chart card titled `title`, scrolled into view (cards render lazily)."""
+        from selenium.webdriver.common.by import By
+
+        area = self.find("//*[@data-testid='experiment-view-compare-runs-chart-area']")
+        xpath = f"//*[@data-testid='experiment-view-compare-runs-card'][.//h4[@title='{title}']]"
+
+        def scrolled_to(driver):
+            found = driver.find_elements(By.XPATH, xpath)
+            if found:
+                return found[-1]
+            driver.execute_script("arguments[0].scrollTop += arguments[0].clientHeight / 2", area)
+            return False
+
+        card = self.wait.until(scrolled_to)
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", card)
+        return card
+
+    def fullscreen(self, title: str):
+        """Open the chart titled `title` full screen; returns the dialog showing it."""
+        from selenium.webdriver.common.by import By
+
+        self.card(title).find_element(By.CSS_SELECTOR, "[data-component-id=fullscreen_button_chartcard]").click()
+        # parallel coordinates draw on canvases, the other charts are plotly SVGs
+        return self.find("//*[@role='dialog'][.//canvas or .//*[contains(@class, 'main-svg')]]//*[contains(@class, 'modal-content')]")
+
+    def close_dialog(self) -> None:
+        """Close the open dialog and wait until it is gone."""
+        from selenium.webdriver.common.by import By
+
+        self.click("//*[@role='dialog']//button[@aria-label='Close']")
+        self.wait.until(lambda d: not any(e.is_displayed() for e in d.find_elements(By.XPATH, "//*[@role='dialog']")))
+
+
+def screenshot(element_or_driver, *paths: Path) -> None:
+    """Save a PNG of the page (or one element) to every path."""
+    png = element_or_driver.screenshot_as_png if hasattr(element_or_driver, "screenshot_as_png") else element_or_driver.get_screenshot_as_png()
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+
+
+def runs_table(dash: Dashboard, experiment_id: str, parent_id: str | None = None, order_by: str | None = None) -> None:
+    """The runs table with the metric and hw.* columns; the parent's group expanded, or sorted (which lists runs flat)."""
+    dash.open_runs(experiment_id, order_by=order_by)
+    dash.collapse_sidebar()
+    if parent_id:
+        dash.expand(parent_id)
+    dash.toggle_columns(EMPTY_COLUMNS + TABLE_COLUMNS)
+    dash.widen_column(THROUGHPUT_COLUMN, THROUGHPUT_WIDEN_PX)
+
+
+def capture(url: str, experiment_id: str, out: Path, profile: Path) -> list[Path]:
+    """Write the docs' three screenshots of the study under `out`; returns their paths."""
+    paths = [out / "dashboard-runs-table.png", out / "dashboard-parallel-coordinates.png", out / "dashboard-scatter.png"]
+    with chromium(profile) as driver:
+        dash = Dashboard(driver, url)
+        runs_table(dash, experiment_id, order_by="throughput_seq_s")
+        screenshot(driver, paths[0])
+        dash.open_runs(experiment_id, chart=True, order_by="throughput_seq_s")
+        dash.show_all_runs()
+        dash.add_chart("parallel", {"Params": HW_PARAMS, "Metrics": ["area_mm2", "throughput_seq_s"]})
+        screenshot(dash.fullscreen("Parallel Coordinates"), paths[1])
+        dash.close_dialog()
+        dash.add_chart("scatter", {"X axis": ["area_mm2"], "Y axis": ["throughput_seq_s"]})
+        screenshot(dash.fullscreen("area_mm2 vs. throughput_seq_s"), paths[2])
+    return paths
+
+
+def main() -> None:
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    from tests.test_search_study import TINY_MODEL
+
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else root / "docs" / "img"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        _, tracker = run_tracked_study(TINY_MODEL + DOCS_STUDY, uri, tmp / "cache")
+        with mlflow_ui(uri, tmp / "mlflow-ui.log") as url:
+            for path in capture(url, tracker.experiment_id, out, tmp / "chromium"):
+                print(path, path.stat().st_size, "bytes")
+
+
+if __name__ == "__main__":
+    main()
