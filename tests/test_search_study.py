@@ -1,6 +1,8 @@
 """The search on hw=tiny_grid: every sampler with pruning finds the exhaustive grid's best, and
 pruning only ever removes points that the unpruned grid shows to be no better."""
 
+import os
+
 import mlflow
 import numpy as np
 import pandas as pd
@@ -79,3 +81,21 @@ def test_study_logs_one_child_per_trial(base, tmp_path):
                    "metrics.memory_per_device_gib", "metrics.ilp_s", "metrics.dp_s", "params.hw.n_tc", "params.place.dp",
                    "params.place.pp", "params.place.tp", "params.train.mbs", "params.train.recompute"]:
         assert column in runs.columns and full[column].notna().all(), column
+
+
+def test_local_workers_share_the_study(base, exhaustive, tmp_path):
+    """search.n_workers=2 on SQLite: spawned processes run every point once and find the exhaustive best."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = compose_config(*base, "search=grid", "search.n_workers=2", f"search.storage=sqlite:///{tmp_path / 'studies.db'}",
+                         "tracking.enabled=true", f"tracking.uri={uri}")
+    tracker = tracker_for(cfg)
+    out = run_study(cfg, tracker, progress=False)
+    df = trials_frame(out)
+    finished = df[df.state.isin(["COMPLETE", "PRUNED"])]
+    assert sorted(finished.point) == list(range(len(out.evaluator)))  # each point once across the workers
+    assert out.best.throughput_seq_s == pytest.approx(exhaustive.max(), rel=1e-12)
+    workers = {t.user_attrs["mlflow_record"]["tags"]["worker"] for t in out.study.trials if t.state.name in ("COMPLETE", "PRUNED")}
+    assert workers and all(not w.endswith(f":{os.getpid()}") for w in workers)  # run by the spawned workers, not here
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
+    assert sorted(pd.to_numeric(runs["params.trial_number"])) == sorted(finished.trial)

@@ -42,6 +42,9 @@ class LocalClaims:
     def owner(self, point: int) -> int | None:
         return self.owners.get(point)
 
+    def count(self) -> int:
+        return len(self.owners)
+
     def release(self, point: int, old: int) -> None:
         if self.owners.get(point) == old:
             del self.owners[point]
@@ -83,6 +86,12 @@ class DatabaseClaims:
         t = self.table
         with self.engine.connect() as conn:
             return conn.execute(sa.select(t.c.trial_number).where(t.c.study_name == self.study_name, t.c.point == point)).scalar()
+
+    def count(self) -> int:
+        """Points claimed so far, by all workers."""
+        t = self.table
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(t).where(t.c.study_name == self.study_name)).scalar()
 
     def release(self, point: int, old: int) -> None:
         """Drop trial `old`'s claim on the point (it died before recording the point)."""

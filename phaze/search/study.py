@@ -232,7 +232,6 @@ def recover(study: optuna.Study, claims) -> None:
 def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
            progress: bool = False) -> Objective:
     """One worker's loop: trials until the study is done, then the retries of trials that died meanwhile."""
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # SKIPPED trials are expected, not worth a warning each
     multi = cfg.search.sampler == "nsga2"
     ordered = cfg.search.sampler in ORDERED
     claims = study.sampler.claims if ordered else None
@@ -244,12 +243,12 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
         """After each trial: advance the bar, stop when the study has all it needs."""
         if trial.state in FINISHED:
             bar.update(1)
-        if (study.sampler.exhausted if ordered else n_finished(study) >= total):
+        if (study.sampler.exhausted or claims.count() >= len(evaluator)) if ordered else n_finished(study) >= total:
             study.stop()
 
     def more_to_do() -> bool:
         if ordered:
-            return BOUND_STOP_ATTR not in study.user_attrs and len(claims.owners_by_point()) < len(evaluator)
+            return BOUND_STOP_ATTR not in study.user_attrs and claims.count() < len(evaluator)
         return n_finished(study) < total
 
     if more_to_do() or waiting(study):
@@ -272,6 +271,7 @@ def failed_numbers(study: optuna.Study) -> set[int]:
 
 def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
     """The study as seen by one worker: shared storage, this worker's sampler (and seed)."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # SKIPPED trials are expected, not worth a warning each
     url = storage_url(cfg)
     claims = claims_for(url, study_name(cfg)) if cfg.search.sampler in ORDERED else None
     sampler = make_sampler(cfg.search, evaluator, claims, seed_offset=worker)
