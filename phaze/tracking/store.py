@@ -6,8 +6,10 @@ SQLite database inside the project's `mlruns/` folder, with artifacts beside it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_DIR = "mlruns"
@@ -26,10 +28,32 @@ def resolve_tracking_uri(uri: str | None, root: Path | None = None) -> str:
     return f"sqlite:///{(folder / DB_NAME).resolve()}"
 
 
+SQLITE_PREFIX = "sqlite:///"
+
+
+@contextmanager
+def sqlite_creation_lock(uri: str):
+    """Hold an exclusive file lock beside an SQLite store while it may be created: MLflow's schema
+    migrations fail when two processes create the same fresh database at once (measured:
+    `table _alembic_tmp_experiments already exists`, ecosystem.md §1). Other URIs need no lock."""
+    if not uri.startswith(SQLITE_PREFIX):
+        yield
+        return
+    lock_path = Path(uri[len(SQLITE_PREFIX):]).with_suffix(".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def experiment_id(client, name: str, uri: str) -> str:
     """The experiment's id, creating it with artifacts under mlruns/artifacts for a local SQLite store.
 
-    `client` is the `mlflow` module or an `MlflowClient`: both offer these two calls.
+    `client` is the `mlflow` module or an `MlflowClient`: both offer these two calls. Callers that may
+    create the store hold `sqlite_creation_lock(uri)` around the client's first use.
     """
     from mlflow.exceptions import MlflowException
 
@@ -37,8 +61,8 @@ def experiment_id(client, name: str, uri: str) -> str:
     if existing is not None:
         return existing.experiment_id
     artifact_location = None
-    if uri.startswith("sqlite:///"):
-        artifact_location = (Path(uri[len("sqlite:///"):]).parent / ARTIFACTS_DIR).resolve().as_uri()
+    if uri.startswith(SQLITE_PREFIX):
+        artifact_location = (Path(uri[len(SQLITE_PREFIX):]).parent / ARTIFACTS_DIR).resolve().as_uri()
     try:
         return client.create_experiment(name, artifact_location=artifact_location)
     except MlflowException:  # another worker created it first (the name is unique)
@@ -53,7 +77,8 @@ def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metr
     import mlflow
 
     mlflow.set_tracking_uri(uri)
-    exp_id = experiment_id(mlflow, experiment, uri)
+    with sqlite_creation_lock(uri):
+        exp_id = experiment_id(mlflow, experiment, uri)
     with mlflow.start_run(experiment_id=exp_id, run_name=run_name) as run:
         mlflow.log_params(params)
         mlflow.log_metrics(metrics)

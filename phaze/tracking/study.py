@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from phaze.tracking.store import experiment_id
+from phaze.tracking.store import experiment_id, sqlite_creation_lock
 
 PARENT_TAG = "mlflow.parentRunId"
 STUDY_TAG = "phaze.study"
@@ -44,8 +44,9 @@ class StudyTracker:
     def __init__(self, uri: str, experiment: str, study_name: str, flush_every: int = 50):
         from mlflow import MlflowClient
 
-        self.client = MlflowClient(tracking_uri=uri)
-        self.experiment_id = experiment_id(self.client, experiment, uri)
+        with sqlite_creation_lock(uri):
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = experiment_id(self.client, experiment, uri)
         self.study_name = study_name
         self.flush_every = flush_every
         self.buffer: list[TrialRecord] = []
