@@ -15,7 +15,7 @@ PARAMS = SolveParams(mip_gap=0.0, time_limit_s=30.0, threads=1)
 
 
 def knapsack_cover(n_cols: int):
-    """min sum x over n binaries with x_k + x_{k+1} >= 1: optimum ceil((n - 1) / 2)... as a MilpModel."""
+    """min sum x over n binaries with x_k + x_{k+1} >= 1 (optimum floor(n / 2)), as a MilpModel."""
     b = MilpBuilder()
     cols = b.add_cols(np.zeros(n_cols), 1.0, integer=True, cost=1.0)
     b.add_rows([(cols[:-1], 1.0), (cols[1:], 1.0)], 1.0, np.inf)
@@ -116,3 +116,17 @@ def test_chip_with_fewer_cores_than_operators_misses(tmp_path):
     schedule_layer(*CACHE_CASE, 2, 1, cached_cfg(tmp_path))
     assert not schedule_layer(*CACHE_CASE, 3, 1, cached_cfg(tmp_path)).from_cache
     assert schedule_layer(*CACHE_CASE, 3, 1, cached_cfg(tmp_path)).from_cache
+
+
+@pytest.mark.solver
+def test_auto_without_gurobi_falls_back_and_gurobi_raises(monkeypatch):
+    """As on a machine without gurobipy or a licence: auto solves with HiGHS and says why."""
+    from phaze.schedule.backends import gurobi as gurobi_module
+
+    monkeypatch.setattr(gurobi_module, "_env", None)
+    monkeypatch.setattr(gurobi_module, "_env_error", "ImportError: No module named 'gurobipy'")
+    result, fallback = solve_milp(knapsack_cover(9), "auto", PARAMS)
+    assert result.backend == "highs" and result.objective == pytest.approx(4.0)
+    assert fallback == "gurobi: Gurobi unavailable (ImportError: No module named 'gurobipy')"
+    with pytest.raises(BackendUnavailableError, match="Gurobi unavailable"):
+        solve_milp(knapsack_cover(9), "gurobi", PARAMS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phaze.schedule.instance import RESOURCES, LayerProblem
+from phaze.schedule.instance import NET_CAPACITY, RESOURCES, LayerProblem
 
 CHECK_REL_TOL = 1e-9
 """Slack allowed on times, relative to the makespan: float round-off of sums of latencies."""
@@ -42,7 +42,7 @@ def check_times(problem: LayerProblem, start_s, parallel, makespan_s: float, rel
         raise ScheduleError(f"dependency {s}->{d} broken: {d} starts at {start[d]:.9g} s before {s} ends at {finish[s]:.9g} s")
     if n and abs(float(makespan_s) - float(finish.max())) > tol:
         raise ScheduleError(f"reported makespan {makespan_s:.9g} s differs from the last finish {finish.max():.9g} s")
-    capacity = {"tc": problem.n_tc, "vc": problem.n_vc, "net": 1}
+    capacity = {"tc": problem.n_tc, "vc": problem.n_vc, "net": NET_CAPACITY}
     for name in RESOURCES:
         on = np.flatnonzero((problem.unit == name) & (dur > 0))
         if not len(on):
