@@ -14,6 +14,8 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
+from phaze.search.claims import SQLITE_BUSY_TIMEOUT_S
+
 HEARTBEAT_INTERVAL_S = 2
 """Seconds between a running trial's heartbeats (one small UPDATE each; Optuna's examples use 60 s
 for hour-long trials; ours take ~0.1-10 s, so a dead worker is noticed within seconds)."""
@@ -28,10 +30,11 @@ def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
     """An RDB storage with heartbeats and retry of dead trials for any SQLAlchemy URL; None (in memory) for none."""
     if url is None:
         return None
+    engine_kwargs = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}} if url.startswith("sqlite") else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(
-            url, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+            url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None),
         )
 
