@@ -20,8 +20,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver import ActionChains
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -30,7 +38,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-component-update", "--disable-sync"]
 # Wide enough for the run name, a few metric and several hw.* columns side by side, and small PNGs.
 WINDOW = (1600, 1000)
-# `mlflow ui` imports mlflow, migrates the SQLite schema and spawns uvicorn: ~10 s idle, longer on 2 busy cores.
+# `mlflow ui` imports mlflow, migrates the SQLite schema and spawns uvicorn: ~5 s idle, far longer on 2 busy cores.
 SERVER_START_S = 90
 # The React app downloads its bundle, then fetches runs: a few seconds; generous for a loaded machine.
 UI_WAIT_S = 45
@@ -42,7 +50,7 @@ STOP_S = 10
 SERVER_WORKERS = "1"
 # The server's background job runner (seven huey consumers, for GenAI evaluation jobs) is not needed to browse runs.
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-# A virtualised dropdown shows ~10 options; scroll it by about half its height until the option renders.
+# A virtualised dropdown renders ~10 options; scroll it by about half its height, at most OPTION_SCROLLS times.
 OPTION_SCROLL_PX = 150
 OPTION_SCROLLS = 40
 
@@ -51,6 +59,9 @@ THROUGHPUT_COLUMN = "metrics.`throughput_seq_s`"
 THROUGHPUT_WIDEN_PX = 40
 HW_PARAMS = ["hw.n_tc", "hw.tc_rows", "hw.tc_cols", "hw.n_vc", "hw.glb_mib"]
 TABLE_COLUMNS = ["throughput_seq_s", "area_mm2", "mfu", *HW_PARAMS, "place.dp", "place.pp", "place.tp"]
+# The titles MLflow gives the new charts: a fixed one, and "<x> vs. <y>" for a scatter.
+PARALLEL_TITLE = "Parallel Coordinates"
+SCATTER_TITLE = "area_mm2 vs. throughput_seq_s"
 # MLflow's default sort (newest first), which nests child runs under their parent.
 DEFAULT_ORDER = "attributes.start_time"
 # Attribute columns shown by default that a phaze study leaves empty.
@@ -60,7 +71,7 @@ DOCS_STUDY = ["hw=tiny_grid", "hw.inter_op_parallel=false", "search=grid", "sear
 
 
 def run_tracked_study(overrides: list[str], uri: str, cache: Path):
-    """Run a phaze study logged to MLflow at `uri`; returns (config, tracker) once the parent run is finished."""
+    """Run a phaze study logged to MLflow at `uri`; returns its tracker once the parent run is finished."""
     from phaze.config import compose_config
     from phaze.search import run_study
     from phaze.search.study import tracker_for
@@ -69,7 +80,7 @@ def run_tracked_study(overrides: list[str], uri: str, cache: Path):
     tracker = tracker_for(cfg)
     out = run_study(cfg, tracker, progress=False)
     tracker.finish({"n_trials": out.n_trials})
-    return cfg, tracker
+    return tracker
 
 
 def free_port() -> int:
@@ -112,25 +123,20 @@ def mlflow_ui(uri: str, log_path: Path):
 
 
 def stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group `proc` leads (the server, its uvicorn and job workers), SIGKILL it if it lingers."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=STOP_S)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the process group `proc` leads (the server and its uvicorn workers), then SIGKILL what is left of it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=STOP_S)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=STOP_S)
 
 
 @contextmanager
 def chromium(profile_dir: Path):
     """Headless Chromium driven by Selenium through the Debian chromedriver, with a fresh profile."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
@@ -147,16 +153,12 @@ class Dashboard:
     """The MLflow experiment page, operated through its controls as a user would."""
 
     def __init__(self, driver, base_url: str):
-        from selenium.webdriver.support.ui import WebDriverWait
-
         self.driver = driver
         self.base_url = base_url
         self.wait = WebDriverWait(driver, UI_WAIT_S)
 
     def find(self, xpath: str):
         """The first visible element at `xpath`, waiting up to UI_WAIT_S for it."""
-        from selenium.webdriver.common.by import By
-
         return self.wait.until(lambda d: next((e for e in d.find_elements(By.XPATH, xpath) if e.is_displayed()), False))
 
     def click(self, xpath: str) -> None:
@@ -167,8 +169,6 @@ class Dashboard:
 
     def open_runs(self, experiment_id: str, chart: bool = False, order_by: str | None = None) -> None:
         """The experiment's runs page (table or chart view, optionally sorted by a metric, descending), assistant closed."""
-        from selenium.webdriver.common.by import By
-
         mode = "CHART" if chart else "TABLE"
         order_key = f"metrics.%60{order_by}%60" if order_by else DEFAULT_ORDER
         query = f"compareRunsMode={mode}&orderByKey={order_key}&orderByAsc=false"
@@ -188,8 +188,6 @@ class Dashboard:
 
     def toggle_columns(self, names: list[str]) -> None:
         """Tick or untick columns in the Columns menu, searching each by name."""
-        from selenium.webdriver.common.keys import Keys
-
         self.click("//button[@data-testid='column-selection-dropdown'][contains(., 'Columns')]")
         box = self.find("//input[@placeholder='Search columns']")
         for name in names:
@@ -199,8 +197,6 @@ class Dashboard:
 
     def widen_column(self, col_id: str, px: int) -> None:
         """Drag the right edge of the column header `col_id` by `px` pixels."""
-        from selenium.webdriver import ActionChains
-
         handle = self.find(f"//*[@role='columnheader'][@col-id='{col_id}']//*[contains(@class, 'ag-header-cell-resize')]")
         ActionChains(self.driver).click_and_hold(handle).move_by_offset(px, 0).release().perform()
 
@@ -222,9 +218,6 @@ class Dashboard:
 
     def choose(self, field: str, option: str) -> None:
         """Pick `option` in the chart dialog's `field` dropdown, scrolling its virtual list as needed."""
-        from selenium.common.exceptions import TimeoutException
-        from selenium.webdriver.common.by import By
-
         field_xpath = f"//*[@data-testid='experiment-view-compare-runs-config-field'][h4[normalize-space(.)='{field}']]"
         combobox = self.wait.until(lambda d: next(iter(d.find_elements(By.XPATH, f"{field_xpath}//input[@role='combobox']")), False))
         if combobox.get_attribute("aria-expanded") != "true":  # the input is transparent: present, never "displayed"
@@ -243,14 +236,10 @@ class Dashboard:
 
     def open_list(self):
         """The open dropdown's scrollable option list, or None."""
-        from selenium.webdriver.common.by import By
-
         return next((e for e in self.driver.find_elements(By.CSS_SELECTOR, ".rc-virtual-list-holder") if e.is_displayed()), None)
 
     def card(self, title: str):
         """The chart card titled `title`, scrolled into view (cards render lazily)."""
-        from selenium.webdriver.common.by import By
-
         area = self.find("//*[@data-testid='experiment-view-compare-runs-chart-area']")
         xpath = f"//*[@data-testid='experiment-view-compare-runs-card'][.//h4[@title='{title}']]"
 
@@ -266,24 +255,19 @@ class Dashboard:
         return card
 
     def fullscreen(self, title: str):
-        """Open the chart titled `title` full screen; returns the dialog showing it."""
-        from selenium.webdriver.common.by import By
-
+        """Open the chart titled `title` full screen; returns the dialog's content, once the chart is drawn."""
         self.card(title).find_element(By.CSS_SELECTOR, "[data-component-id=fullscreen_button_chartcard]").click()
         # parallel coordinates draw on canvases, the other charts are plotly SVGs
         return self.find("//*[@role='dialog'][.//canvas or .//*[contains(@class, 'main-svg')]]//*[contains(@class, 'modal-content')]")
 
     def close_dialog(self) -> None:
         """Close the open dialog and wait until it is gone."""
-        from selenium.webdriver.common.by import By
-
         self.click("//*[@role='dialog']//button[@aria-label='Close']")
         self.wait.until(lambda d: not any(e.is_displayed() for e in d.find_elements(By.XPATH, "//*[@role='dialog']")))
 
 
-def screenshot(element_or_driver, *paths: Path) -> None:
-    """Save a PNG of the page (or one element) to every path."""
-    png = element_or_driver.screenshot_as_png if hasattr(element_or_driver, "screenshot_as_png") else element_or_driver.get_screenshot_as_png()
+def screenshot(png: bytes, *paths: Path) -> None:
+    """Write the PNG to every path."""
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
@@ -305,27 +289,28 @@ def capture(url: str, experiment_id: str, out: Path, profile: Path) -> list[Path
     with chromium(profile) as driver:
         dash = Dashboard(driver, url)
         runs_table(dash, experiment_id, order_by="throughput_seq_s")
-        screenshot(driver, paths[0])
+        screenshot(driver.get_screenshot_as_png(), paths[0])
         dash.open_runs(experiment_id, chart=True, order_by="throughput_seq_s")
         dash.show_all_runs()
         dash.add_chart("parallel", {"Params": HW_PARAMS, "Metrics": ["area_mm2", "throughput_seq_s"]})
-        screenshot(dash.fullscreen("Parallel Coordinates"), paths[1])
+        screenshot(dash.fullscreen(PARALLEL_TITLE).screenshot_as_png, paths[1])
         dash.close_dialog()
         dash.add_chart("scatter", {"X axis": ["area_mm2"], "Y axis": ["throughput_seq_s"]})
-        screenshot(dash.fullscreen("area_mm2 vs. throughput_seq_s"), paths[2])
+        screenshot(dash.fullscreen(SCATTER_TITLE).screenshot_as_png, paths[2])
     return paths
 
 
 def main() -> None:
+    """Run the docs' study, serve it with `mlflow ui` and write the screenshots."""
     root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root))
+    sys.path.insert(0, str(root))  # run as a script, the repository root is not on the path; tests/ holds the tiny model
     from tests.test_search_study import TINY_MODEL
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else root / "docs" / "img"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
-        _, tracker = run_tracked_study(TINY_MODEL + DOCS_STUDY, uri, tmp / "cache")
+        tracker = run_tracked_study(TINY_MODEL + DOCS_STUDY, uri, tmp / "cache")
         with mlflow_ui(uri, tmp / "mlflow-ui.log") as url:
             for path in capture(url, tracker.experiment_id, out, tmp / "chromium"):
                 print(path, path.stat().st_size, "bytes")

@@ -30,7 +30,7 @@ def test_mlflow_ui_lists_the_trials_with_their_throughput(tmp_path):
     need_executable(CHROMIUM, "chromium")
     need_executable(CHROMEDRIVER, "chromium-driver")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _, tracker = run_tracked_study(TINY_MODEL + STUDY, uri, tmp_path / "cache")
+    tracker = run_tracked_study(TINY_MODEL + STUDY, uri, tmp_path / "cache")
     mlflow.set_tracking_uri(uri)
     trials = mlflow.search_runs(experiment_ids=[tracker.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
     assert len(trials) == N_TRIALS
@@ -52,5 +52,5 @@ def test_mlflow_ui_lists_the_trials_with_their_throughput(tmp_path):
         paths = [tmp_path / SCREENSHOT]
         if os.environ.get("PHAZE_SAVE_SCREENSHOTS"):
             paths.append(Path(os.environ["PHAZE_SAVE_SCREENSHOTS"]) / SCREENSHOT)
-        screenshot(driver, *paths)
+        screenshot(driver.get_screenshot_as_png(), *paths)
     assert all(path.stat().st_size > 0 for path in paths)
