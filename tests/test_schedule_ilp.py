@@ -22,6 +22,12 @@ from tests.schedule_cases import brute_force_makespan, cases
 EXACT_REL = 1e-9
 """Makespans are sums of the same latencies; only float round-off may separate them."""
 
+ROUND_OFF_S = 1e-12
+"""Absolute slack on times (s): the cases' latencies are multiples of 0.25 ms."""
+
+IDLE_STEP_S = 1e-4
+"""Random idle gaps of 0, 1 or 2 steps are inserted before operators (off the cases' 0.25 ms grid)."""
+
 BRUTE_FORCE_EXAMPLES = 150
 """Hypothesis examples per backend: random DAGs of up to 7 operators (the brute force is exponential)."""
 
@@ -52,7 +58,7 @@ def test_milp_makespan_equals_brute_force(backend, case):
     result = milp_schedule(problem, exact_cfg(chosen), upper, problem_lower_bound_s(problem), t0)
     optimum = brute_force_makespan(case)
     assert result.status == "optimal"
-    assert result.makespan_s == pytest.approx(optimum, rel=EXACT_REL, abs=1e-15)
+    assert result.makespan_s == pytest.approx(optimum, rel=EXACT_REL, abs=ROUND_OFF_S)
     check_times(problem, result.start_s, result.parallel, result.makespan_s)
     if optimum == 0.0:  # nothing to scale the model by: the zero-length list schedule is returned
         assert result.backend == "heuristic"
@@ -68,7 +74,7 @@ def test_milp_makespan_equals_brute_force(backend, case):
 def test_schedule_layer_is_optimal_on_wide_graphs(case):
     """The full path (list schedule, bound shortcut, MILP rounds with capacity cuts) on wide DAGs."""
     result = schedule_layer(*case.args(), cfg=exact_cfg("highs"))
-    assert result.makespan_s == pytest.approx(brute_force_makespan(case), rel=EXACT_REL, abs=1e-15)
+    assert result.makespan_s == pytest.approx(brute_force_makespan(case), rel=EXACT_REL, abs=ROUND_OFF_S)
 
 
 @pytest.mark.solver
@@ -96,7 +102,7 @@ def random_feasible_schedule(problem: LayerProblem, rng: np.random.Generator) ->
     start, placed = np.zeros(n), []
     for i in order:
         preds = problem.preds[i]
-        est = (float(np.max(start[preds] + dur[preds])) if len(preds) else 0.0) + float(rng.integers(0, 3)) * 1e-4
+        est = (float(np.max(start[preds] + dur[preds])) if len(preds) else 0.0) + float(rng.integers(0, 3)) * IDLE_STEP_S
         unit = problem.unit[i]
         demand = capacity[unit] if parallel[i] and unit in ("tc", "vc") else 1
         same = [j for j in placed if problem.unit[j] == unit and dur[j] > 0]
@@ -122,8 +128,8 @@ def test_replay_in_start_order_never_starts_later(case, seed):
     modes = parallel & problem.choice
     replay = list_schedule(problem, _topological(problem, start), "earliest_finish", modes)
     check_times(problem, replay.start_s, problem.modes(replay.parallel), replay.makespan_s)
-    assert (replay.start_s <= start + 1e-12).all()
-    assert replay.makespan_s <= float(np.max(start + problem.durations(modes))) + 1e-12
+    assert (replay.start_s <= start + ROUND_OFF_S).all()
+    assert replay.makespan_s <= float(np.max(start + problem.durations(modes))) + ROUND_OFF_S
 
 
 @settings(max_examples=100, deadline=None)
