@@ -193,6 +193,11 @@ def check_search(cfg) -> None:
         raise ConfigError("search.objective=throughput_per_tdp: allowed with samplers bound, grid, tpe (nsga2 optimises throughput vs area)")
     positive_ints(s.n_trials, "search.n_trials")
     positive_ints(s.n_workers, "search.n_workers")
+    positive_ints(s.heartbeat_interval_s, "search.heartbeat_interval_s")
+    positive_ints(s.grace_period_s, "search.grace_period_s")
+    if s.grace_period_s <= s.heartbeat_interval_s:
+        raise ConfigError(f"search.grace_period_s={s.grace_period_s}: allowed values are > search.heartbeat_interval_s={s.heartbeat_interval_s} "
+                          "(a live trial beats at least once per grace period)")
     _positive(s.seed, "search.seed", allow_zero=True)
     if s.study_name is not None and not str(s.study_name).strip():
         raise ConfigError("search.study_name='': allowed values are null (derived from the config) or a non-empty name")

@@ -190,7 +190,13 @@ class SearchCfg:
     prune: bool = True
     storage: Optional[str] = None
     study_name: Optional[str] = None
+    # Worker processes on this machine running the study; more machines may join the same storage.
     n_workers: int = 1
+    # A running trial's heartbeat period; a trial silent for the grace period belongs to a dead process
+    # and is failed and retried (phaze/search/resume.py). Trials take ~0.1-10 s, so a dead worker is
+    # noticed within half a minute while a live one, slowed by a loaded machine, is never mistaken for dead.
+    heartbeat_interval_s: int = 5
+    grace_period_s: int = 30
     placement: str = "searched"  # searched (placement DP per point) | expert (model.expert held fixed: hardware-only search)
 
 

@@ -55,6 +55,7 @@ CASES = [
     (["search.n_workers=0"], "search.n_workers", "positive"),
     (["search.n_workers=2", "search.storage=memory"], "search.n_workers", "postgresql://"),
     (["search.storage=nosuchdb://host/x"], "search.storage", "sqlite:///"),
+    (["search.grace_period_s=2", "search.heartbeat_interval_s=5"], "search.grace_period_s", "> search.heartbeat_interval_s=5"),
     (["schedule.mip_gap=1.5"], "schedule.mip_gap", "[0, 1)"),
     (["schedule.backend=cplex"], "schedule.backend", "highs"),
     (["placement.dp=4"], "placement.dp", "all three"),

@@ -1,5 +1,5 @@
-"""A study killed mid-run (SIGKILL or SIGINT) and started again with the same command finishes as if
-never interrupted: one finished trial per point, one MLflow child run per finished trial."""
+"""A study stopped mid-run (Ctrl-C, then SIGKILL) and started again with the same command finishes as
+if never interrupted: one finished trial per point, one MLflow child run per finished trial."""
 
 import signal
 import sqlite3
@@ -20,14 +20,17 @@ pytestmark = pytest.mark.slow
 
 SMALL_GRID = ["hw=tiny_grid", "hw.hbm_gib=[32]", "hw.glb_mib=[2]", "hw.inter_op_parallel=false"]
 """hw=tiny_grid cut to 17 points, so three starts of the job stay within a minute or two on 2 cores."""
+HEARTBEAT = ["search.heartbeat_interval_s=1", "search.grace_period_s=5"]
+"""A dead trial is noticed 5 s after its last heartbeat (the default waits 30 s: see conf/search and docs/scaling.md)."""
 KILLS = ((signal.SIGINT, 4), (signal.SIGKILL, 8))
-"""Each interruption and the number of completed trials it waits for: Ctrl-C first, then a hard kill."""
+"""Each interruption and the number of completed trials it waits for: Ctrl-C first (the running trial
+is finished, then the job stops), then a hard kill (the running trial is cut off)."""
 POLL_S = 0.2
 START_TIMEOUT_S = 300
 
 
 def command(tmp_path, cache) -> list[str]:
-    return [sys.executable, "-m", "phaze.run", *TINY_MODEL, *SMALL_GRID, "search=grid", "search.prune=false",
+    return [sys.executable, "-m", "phaze.run", *TINY_MODEL, *SMALL_GRID, "search=grid", "search.prune=false", *HEARTBEAT,
             "search.study_name=resume", f"search.storage=sqlite:///{tmp_path / 'studies.db'}",
             f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"cache_dir={cache}", f"schedule.cache_dir={cache}/schedule"]
 
@@ -63,6 +66,8 @@ def test_interrupted_study_resumes_without_losing_or_repeating_a_point(tmp_path,
     for sig, after in KILLS:
         interrupt(cmd, tmp_path, db, sig, after)
         assert after <= count(db, "COMPLETE") < n_points
+        if sig == signal.SIGINT:
+            assert count(db, "RUNNING") == count(db, "FAIL") == 0  # Ctrl-C let the running trial finish
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
 
@@ -71,7 +76,7 @@ def test_interrupted_study_resumes_without_losing_or_repeating_a_point(tmp_path,
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
     assert sorted(t.params["point"] for t in complete) == list(range(n_points))  # each point exactly once
-    assert len(failed) <= len(KILLS)  # the trials running at the kills (unless a signal landed between trials), failed ...
+    assert len(failed) <= 1  # the trial running at the hard kill (unless it landed between trials), failed ...
     for dead in failed:
         retry = [t for t in complete if t.params["point"] == dead.params["point"]]
         assert len(retry) == 1 and retry[0].number > dead.number  # ... and its point re-proposed

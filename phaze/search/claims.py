@@ -15,9 +15,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 TABLE = "phaze_point_claims"
-SQLITE_BUSY_TIMEOUT_S = 60.0
-"""How long an SQLite writer waits for another process's lock (sqlite3's default of 5 s is too short with
-several workers writing trials, heartbeats and claims into one file on a loaded machine)."""
+SQLITE_BUSY_TIMEOUT_S = 20.0
+"""How long an SQLite writer waits for another process's lock: sqlite3's default of 5 s is short for
+several workers writing trials, heartbeats and claims into one file on a loaded machine; much longer
+only delays the exit of a process whose lock was left held by a hard interrupt."""
 
 
 class PointTaken(Exception):

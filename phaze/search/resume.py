@@ -8,25 +8,57 @@ takes first: the point is re-proposed, never skipped.
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 
 import optuna
 from optuna.trial import TrialState
 
 from phaze.search.claims import SQLITE_BUSY_TIMEOUT_S
 
-HEARTBEAT_INTERVAL_S = 2
-"""Seconds between a running trial's heartbeats (one small UPDATE each; Optuna's examples use 60 s
-for hour-long trials; ours take ~0.1-10 s, so a dead worker is noticed within seconds)."""
-GRACE_PERIOD_S = 3 * HEARTBEAT_INTERVAL_S
-"""Heartbeat age after which a running trial is dead: three missed beats (Optuna's default is two;
-one more absorbs SQLite lock waits on a loaded 2-core machine)."""
 POLL_S = 0.5
 """How often a waiting worker looks at the study again."""
 
 
-def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
+class Interrupt:
+    """Ctrl-C during a search: the first stops the study after the running trial, a second interrupts it."""
+
+    def __init__(self, study: optuna.Study):
+        self.study = study
+        self.requested = False
+
+    def __call__(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("stopping after the running trial; Ctrl-C again to interrupt it (it will be re-run on resume)", file=sys.stderr)
+        try:
+            self.study.stop()
+        except RuntimeError:  # not inside optimize (waiting for other workers): the caller checks `requested`
+            pass
+
+
+@contextmanager
+def graceful_interrupt(study: optuna.Study):
+    """SIGINT finishes the running trial instead of cutting it (and its database writes) in the middle."""
+    if threading.current_thread() is not threading.main_thread():
+        yield Interrupt(study)
+        return
+    handler = Interrupt(study)
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if handler.requested:
+        raise KeyboardInterrupt
+
+
+def make_storage(url: str | None, heartbeat_interval_s: int, grace_period_s: int) -> optuna.storages.BaseStorage | None:
     """An RDB storage with heartbeats and retry of dead trials for any SQLAlchemy URL; None (in memory) for none."""
     if url is None:
         return None
@@ -34,7 +66,7 @@ def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(
-            url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+            url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval_s, grace_period=grace_period_s,
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None),
         )
 
@@ -47,23 +79,24 @@ def waiting(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
 
 
-def fail_dead_trials(study: optuna.Study, wait_s: float | None) -> int:
+def fail_dead_trials(study: optuna.Study, wait_s: float) -> int:
     """Fail (and re-enqueue) the running trials of dead processes; returns how many are still running.
 
-    Waits until no trial is running or `wait_s` has passed: a trial whose process died just now
-    still has a fresh heartbeat, so a restarted study waits one grace period for it to go stale.
-    `wait_s=None` waits for every running trial (live ones finish, dead ones go stale).
+    Looks until no trial is running or `wait_s` has passed (0: once). A trial whose process died just
+    now still has a fresh heartbeat: it goes stale within the grace period, and every trial Optuna
+    starts fails stale trials first, so a restarted study need not wait for it; a worker that has
+    nothing left to do waits (`search`) until every running trial has finished or gone stale.
     Only for studies in a storage from `make_storage` (heartbeats on).
     """
     if not running(study):
         return 0
-    deadline = None if wait_s is None else time.monotonic() + wait_s
+    deadline = time.monotonic() + wait_s
     while True:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(study)
         left = len(running(study))
-        if not left or (deadline is not None and time.monotonic() >= deadline):
+        if not left or time.monotonic() >= deadline:
             return left
         time.sleep(POLL_S)
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from phaze.search.claims import PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
-from phaze.search.resume import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, fail_dead_trials, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
+from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
 from phaze.search.samplers import ORDERED, SpaceExhausted, make_sampler
 from phaze.tracking import StudyTracker, TrialRecord, resolve_tracking_uri
 
@@ -223,7 +223,7 @@ def open_study(cfg, storage, sampler=None) -> optuna.Study:
 
 def recover(study: optuna.Study, claims) -> None:
     """Before any worker starts: fail the trials of dead processes and re-propose their points."""
-    fail_dead_trials(study, wait_s=GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S)
+    fail_dead_trials(study, wait_s=0)
     requeue_interrupted(study, POINT_PARAM)
     if claims is not None:
         release_orphan_claims(study, claims, POINT_PARAM)
@@ -251,17 +251,18 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
             return BOUND_STOP_ATTR not in study.user_attrs and claims.count() < len(evaluator)
         return n_finished(study) < total
 
-    if more_to_do() or waiting(study):
-        study.optimize(objective, n_trials=None, callbacks=[done], catch=SKIPPED)
-    while durable and (waiting(study) or running(study)):
-        if waiting(study):
-            study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
-        else:
-            fail_dead_trials(study, wait_s=GRACE_PERIOD_S)
-    bar.close()
-    if tracker is not None:
-        tracker.flush()
-        tracker.close_failed(failed_numbers(study))
+    with graceful_interrupt(study) as interrupt:
+        if more_to_do() or waiting(study):
+            study.optimize(objective, n_trials=None, callbacks=[done], catch=SKIPPED)
+        while durable and not interrupt.requested and (waiting(study) or running(study)):
+            if waiting(study):
+                study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
+            else:
+                fail_dead_trials(study, wait_s=int(cfg.search.grace_period_s))
+        bar.close()
+        if tracker is not None:
+            tracker.flush()
+            tracker.close_failed(failed_numbers(study))
     return objective
 
 
@@ -275,7 +276,7 @@ def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
     url = storage_url(cfg)
     claims = claims_for(url, study_name(cfg)) if cfg.search.sampler in ORDERED else None
     sampler = make_sampler(cfg.search, evaluator, claims, seed_offset=worker)
-    return open_study(cfg, make_storage(url), sampler)
+    return open_study(cfg, make_storage(url, int(cfg.search.heartbeat_interval_s), int(cfg.search.grace_period_s)), sampler)
 
 
 def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -> StudyOutcome:
