@@ -8,10 +8,12 @@ exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
 
+from phaze import schema
 from phaze.cost.network import ALGORITHMS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES
@@ -54,6 +56,7 @@ def _power_of_two(value: int) -> bool:
 
 
 def check_model(m) -> None:
+    """Architecture fields: positive sizes, heads that divide the hidden size, a known family and attention."""
     _choice(m.family, "model.family", sorted(FAMILIES))
     _choice(m.attention, "model.attention", ATTENTION_IMPLEMENTATIONS)
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size", "seq_len",
@@ -71,6 +74,7 @@ def check_model(m) -> None:
 
 
 def check_hw(hw) -> None:
+    """The accelerator space: positive axes (powers of two on a grid), rates, efficiencies, budgets."""
     _choice(hw.kind, "hw.kind", KINDS)
     for axis in AXES:
         values = list(hw[axis])
@@ -112,6 +116,7 @@ def check_budget(hw) -> None:
 
 
 def check_cluster(c) -> None:
+    """Device count, node size, link bandwidths and the collective algorithm."""
     positive_ints(c.devices, "cluster.devices")
     positive_ints(c.node_size, "cluster.node_size")
     if c.node_size < c.devices and c.devices % c.node_size:
@@ -123,6 +128,7 @@ def check_cluster(c) -> None:
 
 
 def check_train(cfg, m) -> None:
+    """Batch, precision, optimizer, microbatches (dividing the global batch) and TP widths against the heads."""
     t = cfg.train
     positive_ints(t.global_batch, "train.global_batch")
     _choice(t.bytes_per_elem, "train.bytes_per_elem", sorted(DTYPES))
@@ -143,6 +149,7 @@ def check_train(cfg, m) -> None:
 
 
 def check_schedule(s) -> None:
+    """Layer ILP settings: backend, MIP gap, time limit, threads."""
     _choice(s.backend, "schedule.backend", BACKEND_CHOICES)
     if not 0 <= s.mip_gap < 1:
         raise ConfigError(f"schedule.mip_gap={s.mip_gap}: allowed values are in [0, 1)")
@@ -151,6 +158,7 @@ def check_schedule(s) -> None:
 
 
 def check_placement(cfg, model) -> None:
+    """A fixed placement: all three widths, within the cluster, a valid TP width, a batch it divides."""
     p = cfg.placement
     for name in ("dp", "pp", "tp"):
         _positive(p[name], f"placement.{name}", allow_zero=True)
@@ -185,6 +193,7 @@ def check_storage(url: str | None) -> None:
 
 
 def check_search(cfg) -> None:
+    """Sampler, objective, trial and worker counts, heartbeats, and a storage the workers can share."""
     s = cfg.search
     _choice(s.sampler, "search.sampler", SAMPLERS)
     _choice(s.objective, "search.objective", OBJECTIVES)
@@ -207,6 +216,7 @@ def check_search(cfg) -> None:
 
 
 def check_tracking(t) -> None:
+    """The MLflow experiment name and tracking URI."""
     if not str(t.experiment).strip():
         raise ConfigError("tracking.experiment='': allowed values are non-empty names")
     if t.uri is not None and not str(t.uri).strip():
@@ -238,10 +248,16 @@ def one_line(error: BaseException) -> str:
         return f"{text.strip().splitlines()[0]}; allowed values for {group.group(1)}: {names}"
     cause = error.__cause__
     parts = [text] + ([str(cause)] if cause is not None and str(cause) not in text else [])
-    return " | ".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in parts)
+    line = " | ".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in parts)
+    typo = re.search(r"Key '[^']+' not in '(\w+)'", line)
+    node = getattr(schema, typo.group(1), None) if typo else None
+    if node is not None and dataclasses.is_dataclass(node):
+        line += f"; allowed keys: {', '.join(f.name for f in dataclasses.fields(node))}"
+    return line
 
 
 def exit_on_config_error(error: BaseException) -> None:
+    """Print `error: <one line>` to stderr and exit with EXIT_CONFIG."""
     print(f"error: {one_line(error)}", file=sys.stderr)
     sys.exit(EXIT_CONFIG)
 

@@ -32,25 +32,31 @@ class LocalClaims:
         self.owners: dict[int, int] = {}
 
     def owners_by_point(self) -> dict[int, int]:
+        """Every claimed point and the trial number holding it."""
         return dict(self.owners)
 
     def claim(self, point: int, trial_number: int) -> bool:
+        """Whether the trial won the point."""
         if point in self.owners:
             return False
         self.owners[point] = trial_number
         return True
 
     def owner(self, point: int) -> int | None:
+        """The trial number holding the point, None if free."""
         return self.owners.get(point)
 
     def count(self) -> int:
+        """Points claimed so far."""
         return len(self.owners)
 
     def release(self, point: int, old: int) -> None:
+        """Drop trial `old`'s claim on the point."""
         if self.owners.get(point) == old:
             del self.owners[point]
 
     def take_over(self, point: int, old: int, new: int) -> bool:
+        """Move the claim from trial `old` to `new`, if `old` still holds it."""
         if self.owners.get(point) != old:
             return False
         self.owners[point] = new
@@ -78,12 +84,14 @@ class DatabaseClaims:
             meta.create_all(self.engine)
 
     def owners_by_point(self) -> dict[int, int]:
+        """Every claimed point of the study and the trial number holding it."""
         t = self.table
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.c.point, t.c.trial_number).where(t.c.study_name == self.study_name))
             return {int(p): int(n) for p, n in rows}
 
     def owner(self, point: int) -> int | None:
+        """The trial number holding the point, None if free."""
         t = self.table
         with self.engine.connect() as conn:
             return conn.execute(sa.select(t.c.trial_number).where(t.c.study_name == self.study_name, t.c.point == point)).scalar()
@@ -117,9 +125,6 @@ class DatabaseClaims:
                 t.update().where(t.c.study_name == self.study_name, t.c.point == point, t.c.trial_number == old).values(trial_number=new)
             )
             return result.rowcount == 1
-
-    def dispose(self) -> None:
-        self.engine.dispose()
 
 
 def claims_for(storage: str | None, study_name: str) -> LocalClaims | DatabaseClaims:

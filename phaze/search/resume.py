@@ -72,10 +72,12 @@ def make_storage(url: str | None, heartbeat_interval_s: int, grace_period_s: int
 
 
 def running(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Trials running now, in any process (or dead, until their heartbeat goes stale)."""
     return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
 
 
 def waiting(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Enqueued trials (retries of dead ones) that no worker has taken yet."""
     return study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
 
 

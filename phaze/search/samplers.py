@@ -41,6 +41,7 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         return self.cursor >= len(self.order)
 
     def sample_independent(self, study, trial, param_name, param_distribution):
+        """The next point in the order that this trial wins; SpaceExhausted (and the study stops) when none is left."""
         if self.taken is None:
             self.taken = set(self.claims.owners_by_point())
         while not self.exhausted:

@@ -209,6 +209,7 @@ def n_trials_for(cfg, evaluator: SpaceEvaluator) -> int:
 
 
 def n_finished(study: optuna.Study) -> int:
+    """Completed and pruned trials (failed ones do not count: their points are retried)."""
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
@@ -247,6 +248,7 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
             study.stop()
 
     def more_to_do() -> bool:
+        """Whether the study still lacks trials (a finished or bound-stopped study runs none)."""
         if ordered:
             return BOUND_STOP_ATTR not in study.user_attrs and claims.count() < len(evaluator)
         return n_finished(study) < total
@@ -267,6 +269,7 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
 
 
 def failed_numbers(study: optuna.Study) -> set[int]:
+    """Numbers of the study's failed trials (dead, cut off, or skipped)."""
     return {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))}
 
 
