@@ -26,6 +26,8 @@ PG_ROOT = Path("/usr/lib/postgresql")
 PG_USER = "postgres"
 """The OS account the package creates; initdb refuses to run as root."""
 DB_USER = "phaze"
+SERVER_TMP = "/tmp"
+"""Parent of the server's directory: world-traversable, so the postgres account reaches it (pytest's tmp_path is private to root)."""
 GRID = ["hw=tiny_grid", "hw.hbm_gib=[32]", "hw.inter_op_parallel=false", "search=grid", "search.prune=false"]
 """33 points, every one fully evaluated (no pruning), so both workers are busy for a while."""
 N_WORKERS = 2
@@ -52,7 +54,7 @@ def as_owner(cmd: list[str]) -> list[str]:
 def postgres():
     """A throw-away PostgreSQL server on 127.0.0.1 (free port, temp dir) with two databases; yields a URL maker."""
     initdb, pg_ctl, createdb = pg_bin("initdb"), pg_bin("pg_ctl"), pg_bin("createdb")
-    root = Path(tempfile.mkdtemp(prefix="phaze-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="phaze-pg-", dir=SERVER_TMP))
     if os.geteuid() == 0:
         shutil.chown(root, PG_USER)
     data, port = root / "data", free_port()
