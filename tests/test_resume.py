@@ -14,6 +14,7 @@ import pytest
 
 from phaze.config import compose_config
 from phaze.hardware.space import enumerate_space
+from phaze.search.resume import fail_dead_trials, make_storage
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = pytest.mark.slow
@@ -94,3 +95,16 @@ def test_interrupted_study_resumes_without_losing_or_repeating_a_point(tmp_path,
     by_trial = {t.number: t.values[0] for t in complete}
     logged = pd.to_numeric(finished["metrics.throughput_seq_s"]).to_numpy()
     assert logged == pytest.approx([by_trial[n] for n in numbers], rel=1e-12)
+
+
+def test_trial_killed_before_its_first_heartbeat_is_retried(tmp_path):
+    """A process killed between creating a trial and its first heartbeat leaves a RUNNING trial that
+    Optuna's stale check never sees; it is failed after the grace period and its point re-enqueued."""
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    study = optuna.create_study(study_name="silent", storage=make_storage(url, heartbeat_interval_s=1, grace_period_s=1))
+    dead = study.ask({"point": optuna.distributions.IntDistribution(0, 9)})  # no heartbeat thread: as if killed at once
+    assert fail_dead_trials(study, url, grace_period_s=1, wait_s=0) == 1  # too young to call dead
+    assert fail_dead_trials(study, url, grace_period_s=1, wait_s=10) == 0
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["FAIL", "WAITING"]
+    assert trials[1].params == {"point": dead.params["point"]}

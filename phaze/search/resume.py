@@ -8,12 +8,15 @@ takes first: the point is re-proposed, never skipped.
 
 from __future__ import annotations
 
+import datetime
 import signal
 import sys
 import threading
 import time
 import warnings
 from contextlib import contextmanager
+
+import sqlalchemy as sa
 
 import optuna
 from optuna.trial import TrialState
@@ -67,7 +70,7 @@ def make_storage(url: str | None, heartbeat_interval_s: int, grace_period_s: int
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(
             url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval_s, grace_period=grace_period_s,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None),
+            heartbeat_stale_trial_callback=retry_dead_trial(),
         )
 
 
@@ -81,7 +84,48 @@ def waiting(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
 
 
-def fail_dead_trials(study: optuna.Study, wait_s: float) -> int:
+SILENT_TRIALS_SQL = sa.text(
+    "SELECT t.number, t.datetime_start FROM trials t JOIN studies s ON s.study_id = t.study_id "
+    "LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id "
+    "WHERE s.study_name = :study AND t.state = 'RUNNING' AND h.trial_id IS NULL"
+)
+"""Running trials that never wrote a heartbeat (Optuna's schema: trials, studies, trial_heartbeats).
+A process killed between creating a trial and its heartbeat thread's first write leaves one;
+Optuna's stale check skips trials without a heartbeat, so they would stay RUNNING for ever."""
+
+
+def fail_silent_trials(study: optuna.Study, url: str, grace_period_s: int) -> int:
+    """Fail (and re-enqueue) running trials older than the grace period that never wrote a heartbeat."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(SILENT_TRIALS_SQL, {"study": study.study_name}).all()
+    finally:
+        engine.dispose()
+    cutoff = datetime.datetime.now() - datetime.timedelta(seconds=grace_period_s)  # Optuna stamps local time
+    retry = retry_dead_trial()
+    failed = 0
+    for number, started in rows:
+        if isinstance(started, str):  # SQLite hands raw SQL its DATETIME text
+            started = datetime.datetime.fromisoformat(started)
+        if started is not None and started < cutoff:
+            try:
+                frozen = study.tell(number, state=TrialState.FAIL)
+            except RuntimeError:  # finished meanwhile (by another worker's check, or it was alive after all)
+                continue
+            retry(study, frozen)
+            failed += 1
+    return failed
+
+
+def retry_dead_trial() -> optuna.storages.RetryHeartbeatStaleTrialCallback:
+    """Optuna's retry of a dead trial (same params, new number), for every failure (no retry limit)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None)
+
+
+def fail_dead_trials(study: optuna.Study, url: str, grace_period_s: int, wait_s: float) -> int:
     """Fail (and re-enqueue) the running trials of dead processes; returns how many are still running.
 
     Looks until no trial is running or `wait_s` has passed (0: once). A trial whose process died just
@@ -97,6 +141,7 @@ def fail_dead_trials(study: optuna.Study, wait_s: float) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(study)
+        fail_silent_trials(study, url, grace_period_s)
         left = len(running(study))
         if not left or time.monotonic() >= deadline:
             return left
@@ -108,9 +153,7 @@ def requeue_interrupted(study: optuna.Study, param: str) -> int:
     trials = study.get_trials(deepcopy=False)
     held = {t.params.get(param) for t in trials if t.state != TrialState.FAIL}
     retried = {t.system_attrs.get("failed_trial") for t in trials} | {n for t in trials for n in t.system_attrs.get("retry_history", [])}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None)
+    retry = retry_dead_trial()
     count = 0
     for t in trials:
         if t.state == TrialState.FAIL and param in t.params and t.params[param] not in held and t.number not in retried:

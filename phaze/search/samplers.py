@@ -49,6 +49,10 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
             self.cursor += 1
             if point not in self.taken and self.claims.claim(point, trial.number):
                 return point
+        owners = self.claims.owners_by_point()  # points released since (their trial died before recording them)
+        for point in self.order:
+            if point not in owners and self.claims.claim(point, trial.number):
+                return point
         study.stop()
         raise SpaceExhausted("every point is claimed by another trial")
 

@@ -222,9 +222,9 @@ def open_study(cfg, storage, sampler=None) -> optuna.Study:
     )
 
 
-def recover(study: optuna.Study, claims) -> None:
+def recover(cfg, study: optuna.Study, claims) -> None:
     """Before any worker starts: fail the trials of dead processes and re-propose their points."""
-    fail_dead_trials(study, wait_s=0)
+    fail_dead_trials(study, storage_url(cfg), int(cfg.search.grace_period_s), wait_s=0)
     requeue_interrupted(study, POINT_PARAM)
     if claims is not None:
         release_orphan_claims(study, claims, POINT_PARAM)
@@ -260,7 +260,9 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
             if waiting(study):
                 study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
             else:
-                fail_dead_trials(study, wait_s=int(cfg.search.grace_period_s))
+                fail_dead_trials(study, storage_url(cfg), int(cfg.search.grace_period_s), wait_s=int(cfg.search.grace_period_s))
+                if claims is not None:
+                    release_orphan_claims(study, claims, POINT_PARAM)
         bar.close()
         if tracker is not None:
             tracker.flush()
@@ -293,7 +295,7 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     study = worker_study(cfg, evaluator, worker=0)
     durable = storage_url(cfg) is not None
     if durable:
-        recover(study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
+        recover(cfg, study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
     if tracker is not None:
         tracker.close_failed(failed_numbers(study))
     full_evals: dict[int, Evaluation] = {}
