@@ -23,7 +23,7 @@ from tests.conftest import compose_cfg
 
 MIP_GAP = ScheduleCfg().mip_gap
 TIME_LIMIT_S = 20.0
-"""Per solve, for the graphs both backends prove within the gap (all but HARD, in under 3 s)."""
+"""Per solve, for the graphs both backends prove within the gap (all but HARD; each under 10 s here)."""
 
 HARD = {("llama2", 1, 0, "layer", "bwd"), ("llama2", 8, 1, "layer", "bwd"), ("llama2", 8, 5, "layer", "bwd")}
 """Graphs whose 1% proof takes a backend over a minute on one core (HiGHS on the TPUv4 t=1 backward
