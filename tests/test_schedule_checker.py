@@ -65,7 +65,7 @@ def test_solver_schedules_pass_and_tampered_ones_fail(case):
     check_schedule(*args, sched)
     finish = sched.start_s + np.where(sched.parallel & np.isin(case.unit, ("tc", "vc")), case.parallel_s, case.single_s)
     with pytest.raises(ScheduleError, match="reported makespan"):
-        check_schedule(*args, dataclasses.replace(sched, makespan_s=sched.makespan_s * 1.5))
+        check_schedule(*args, dataclasses.replace(sched, makespan_s=sched.makespan_s * 1.5 + MS))
     timed = [(s, d) for s, d in case.edges if finish[s] > sched.start_s[s]]
     if timed:  # start a successor before its predecessor ends
         s, d = timed[0]
