@@ -3,8 +3,9 @@
 Serial schedule generation with insertion (Kolisch, EJOR 1996): operators are taken in a priority
 list (a topological order) and each is put at the earliest time its dependencies allow and its
 unit has the cores free for its whole duration (one core in single mode, all in parallel mode),
-gaps left earlier included. Several priority lists and mode rules are tried, each schedule is
-improved by forward-backward passes, and the shortest is kept.
+gaps left earlier included. Several priority lists and mode rules are tried, plus non-delay
+(parallel) generation on a few of the lists; each schedule is improved by forward-backward passes,
+and the shortest is kept.
 """
 
 from __future__ import annotations
@@ -88,9 +89,14 @@ def priority_list(problem: LayerProblem, rule: str, noise: np.ndarray | None = N
     return _topological(problem, key)
 
 
+def blend_key(problem: LayerProblem, head_weight: float) -> np.ndarray:
+    """Priority, smallest first: head_weight * earliest start - (1 - head_weight) * path after (s)."""
+    return head_weight * problem.head_s - (1.0 - head_weight) * (problem.tail_s + problem.dur_min)
+
+
 def blended_list(problem: LayerProblem, head_weight: float) -> list[int]:
-    """A topological order by head_weight * earliest start - (1 - head_weight) * path after (s)."""
-    return _topological(problem, head_weight * problem.head_s - (1.0 - head_weight) * (problem.tail_s + problem.dur_min))
+    """A topological order by blend_key."""
+    return _topological(problem, blend_key(problem, head_weight))
 
 
 def _topological(problem: LayerProblem, key: np.ndarray) -> list[int]:
@@ -250,7 +256,8 @@ def justify(problem: LayerProblem, sched: ListSchedule, mirrored: LayerProblem) 
 
 
 def best_list_schedule(problem: LayerProblem, seed: int = 0) -> ListSchedule:
-    """The shortest schedule over the fixed rules and randomised restarts, each justified."""
+    """The shortest schedule over non-delay and serial generation with the fixed, randomised and
+    blended priority lists, each justified."""
     if problem.n == 0:
         return ListSchedule(np.zeros(0), np.zeros(0, dtype=bool), 0.0)
     mirrored = problem.reversed()
@@ -258,10 +265,9 @@ def best_list_schedule(problem: LayerProblem, seed: int = 0) -> ListSchedule:
     rng = np.random.default_rng(seed)
     orders += [priority_list(problem, "critical_path", 1.0 + PRIORITY_NOISE * rng.random(problem.n)) for _ in range(RANDOM_RESTARTS)]
     orders += [blended_list(problem, weight) for weight in np.linspace(0.0, 1.0, BLEND_ORDERS)]
-    keys = [problem.head_s * w - (1.0 - w) * (problem.tail_s + problem.dur_min) for w in np.linspace(0.0, 1.0, NONDELAY_ORDERS)]
     best = None
-    for key in keys:
-        cand = justify(problem, nondelay_schedule(problem, key), mirrored)
+    for weight in np.linspace(0.0, 1.0, NONDELAY_ORDERS):
+        cand = justify(problem, nondelay_schedule(problem, blend_key(problem, weight)), mirrored)
         if best is None or cand.makespan_s < best.makespan_s:
             best = cand
     for k, order in enumerate(orders):
