@@ -3,7 +3,8 @@
 A unit (tensor cores, vector cores, network) can at any instant run one operator in parallel mode,
 or at most min(cores, width) in single mode, width being the most operators of the unit that no
 dependency orders. So each operator needs a share of the unit's time: parallel_s in parallel mode,
-single_s / min(cores, width) in single mode, and the makespan is at least
+single_s / min(cores, width) in single mode (for one problem, the width of the largest antichain
+containing the operator), and the makespan is at least
 * the critical path with every operator in its fastest mode, and
 * per unit, the sum of the operators' smallest shares;
 and, for one problem, the one-machine bound per unit: for any set S of its operators,
@@ -67,23 +68,37 @@ def lower_bound_s(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int) -> fl
     return float(lower_bound_batch_s(graph, unit, single_s, parallel_s, n_tc, n_vc)[0])
 
 
+def concurrency(problem: LayerProblem) -> np.ndarray:
+    """Per operator: the most single-mode operators that can run at once while it runs, min(cores,
+    largest antichain of its unit containing it); 1 where it holds no resource.
+
+    Any set running at one instant is an antichain of one unit, so with k_i this number for each
+    member, the sum over the set of 1 / k_i is at most 1: d1_i / k_i is a valid share of the unit's
+    time, tighter than d1_i / min(cores, width of the unit) where most operators are ordered.
+    """
+    k = np.ones(problem.n, dtype=np.int64)
+    for r in range(len(RESOURCES)):
+        on = np.flatnonzero(problem.holds & (problem.resource == r))
+        for i in on.tolist():
+            others = on[~problem.comparable[i, on] & (on != i)]
+            k[i] = min(int(problem.capacity[r]), 1 + antichain_width(problem.reach[np.ix_(others, others)]))
+    return k
+
+
 def shares_s(problem: LayerProblem) -> np.ndarray:
     """Each operator's smallest share (s) of its unit's time (0 for `none`)."""
-    concurrent = np.minimum(problem.capacity, np.maximum(problem.width, 1))
-    k = concurrent[np.maximum(problem.resource, 0)]
     exclusive_share = np.where(problem.choice | problem.fixed_exclusive, problem.dur_parallel, np.inf)
-    single_share = np.where(problem.fixed_exclusive, np.inf, problem.dur_single / k)
+    single_share = np.where(problem.fixed_exclusive, np.inf, problem.dur_single / concurrency(problem))
     return np.where(problem.holds, np.minimum(exclusive_share, single_share), 0.0)
 
 
-def energetic_heads_tails_s(problem: LayerProblem) -> tuple[np.ndarray, np.ndarray]:
+def energetic_heads_tails_s(problem: LayerProblem, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Earliest start and least time after the finish (s) of every operator in any schedule.
 
     Between an operator j and its descendant k every operator that descends from j and precedes k
     runs inside [end of j, start of k], so that gap is at least the largest per-unit sum of their
-    shares; from time 0 to k, likewise for all of k's ancestors (tails: mirror image).
+    shares (`share`, as shares_s); from time 0 to k, likewise for all of k's ancestors (tails: mirror image).
     """
-    share = shares_s(problem)
     reach = problem.reach.astype(np.float64)
     between = np.zeros((problem.n, problem.n))
     before = np.zeros(problem.n)
@@ -111,7 +126,7 @@ def one_machine_bound_s(problem: LayerProblem) -> float:
     """max over operators of head + duration + tail, and over units and sets S = {head >= a, tail >= b}
     of min head + sum share + min tail (energetic heads and tails)."""
     share = shares_s(problem)
-    heads, tails = energetic_heads_tails_s(problem)
+    heads, tails = energetic_heads_tails_s(problem, share)
     best = float(np.max(heads + problem.dur_min + tails)) if problem.n else 0.0
     for r in range(len(RESOURCES)):
         on = np.flatnonzero(problem.holds & (problem.resource == r))
