@@ -97,6 +97,7 @@ def test_interrupted_study_resumes_without_losing_or_repeating_a_point(tmp_path,
     assert logged == pytest.approx([by_trial[n] for n in numbers], rel=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
 def test_trial_killed_before_its_first_heartbeat_is_retried(tmp_path):
     """A process killed between creating a trial and its first heartbeat leaves a RUNNING trial that
     Optuna's stale check never sees; it is failed after the grace period and its point re-enqueued."""
