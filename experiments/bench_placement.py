@@ -1,14 +1,16 @@
 """Benchmark: the placement DP on Llama-2-7B and GPT-3 175B, 1024 and 16,384 devices, fed by the phaze pipeline.
 
-    python -m experiments.bench_placement [--quick]      (from the repository root)
+    python -m experiments.bench_placement [--quick] [--solve]      (from the repository root)
 
 Inputs are the pipeline's own: the workload stage's extracted graphs (phaze.pipeline.load_workloads,
 cached under cfg.cache_dir), costed on the TPUv4-like point (hw=tpuv4) and list-scheduled per layer
-(phaze.pipeline.layer_latencies), then phaze.pipeline.placement_input. No ILP is run: an entry whose
-list schedule is within schedule.mip_gap of the schedule's lower bound holds that list schedule (as
-schedule_layer would return it), any other entry holds the lower bound. That changes the numbers
-the DP reads, not the work it does, so it is enough to time the DP; the optima printed are those of
-these latencies, not of fully scheduled layers.
+(phaze.pipeline.layer_latencies), then phaze.pipeline.placement_input. An entry whose list schedule
+is within schedule.mip_gap of the schedule's lower bound holds that list schedule (as schedule_layer
+would return it); the others hold the lower bound, no ILP run. That changes the numbers the DP reads,
+not the work it does, so it is enough to time the DP, but the optima printed are those of the
+bounds. --solve runs the layer ILP on those entries first (solve_all, cached under
+schedule.cache_dir): on this 2-core host the DGX H100 cases' ILPs ran into their 60 s limit and the
+run did not finish in 9 minutes.
 
 Networks: PHAZE's flat 4 GiB/s one (cluster=phaze_1024 with node_size = devices) and DGX H100's two
 levels (cluster=dgx_h100: 8 GPUs per node on NVLink, InfiniBand across), each at cluster.devices =
@@ -83,20 +85,21 @@ def describe(result) -> str:
             f"mem={result.memory_per_device_bytes / 2**30:.1f}GiB")
 
 
-def pipeline_input(name: str, network_name: str, devices: int, workloads):
-    """The PlacementInput of one case from the pipeline, its config, and the latency stage's counts."""
+def pipeline_input(name: str, network_name: str, devices: int, workloads, solve: bool):
+    """The PlacementInput of one case from the pipeline (ILP-scheduled layers if `solve`), its config, and the latency stage's counts."""
     cfg = compose_config(f"model={name}", f"hw={HW}", *cluster_overrides(network_name, devices))
     point = enumerate_space(cfg.hw)
     network = Network.from_cfg(cfg.cluster)
     t0 = time.perf_counter()
     lat = layer_latencies(cfg, point, workloads, network)
-    latency_s = time.perf_counter() - t0
     entries = sum(int(np.isfinite(v).sum()) for fields in lat.values.values() for f, v in fields.items() if f in ("fwd_s", "bwd_s"))
-    inp = placement_input(cfg, point, workloads, network, lat.values)
-    return inp, cfg, f"{latency_s:.1f} s, {len(lat.pending)} of {entries} lower bounds"
+    over_gap = len(lat.pending)
+    values = lat.solve_all() if solve else lat.values
+    note = f"{time.perf_counter() - t0:.1f} s, {over_gap} of {entries} " + (f"by ILP ({lat.n_solved} solved)" if solve else "lower bounds")
+    return placement_input(cfg, point, workloads, network, values), cfg, note
 
 
-def scale_table(repeats: int) -> tuple[dict, dict]:
+def scale_table(repeats: int, solve: bool) -> tuple[dict, dict]:
     """Time optimize() on every case; print the table and each case's optima. Returns the inputs and DP seconds."""
     rows, notes, inputs, dp_seconds = [], [], {}, {}
     for name in MODELS:
@@ -105,7 +108,7 @@ def scale_table(repeats: int) -> tuple[dict, dict]:
         print(f"{name}: workloads (mbs {sorted(workloads)}) loaded or extracted in {time.perf_counter() - t0:.1f} s")
         for devices in DEVICE_COUNTS:
             for net_name in CLUSTERS:
-                inp, cfg, lat_note = pipeline_input(name, net_name, devices, workloads)
+                inp, cfg, lat_note = pipeline_input(name, net_name, devices, workloads, solve)
                 inputs[(name, devices, net_name)] = inp
                 stage_inp = dataclasses.replace(inp, recompute_granularity="stage")
                 result, secs = timed(lambda: optimize(inp), repeats)
@@ -123,7 +126,7 @@ def scale_table(repeats: int) -> tuple[dict, dict]:
                     expert = evaluate_fixed(inp, e.dp, e.pp, e.tp, 1, rc)
                     notes.append(f"    expert {e.pp}x{e.dp}x{e.tp} rc={rc}  "
                                  + (describe(expert) if expert.feasible else f"infeasible: {expert.reason[:90]}"))
-    print("\n| model | devices | network | parts | latency stage (s, lower bounds) | DP s/call | one TP width / pipeline s/call | stage checkpoints s/call |")
+    print("\n| model | devices | network | parts | latency stage (s; entries over the gap) | DP s/call | one TP width / pipeline s/call | stage checkpoints s/call |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print("\n" + "\n".join(notes))
@@ -161,7 +164,7 @@ def main(argv: list[str]) -> None:
     t0 = time.perf_counter()
     warm_up()
     print(f"warm-up (compile or load the Numba cache): {time.perf_counter() - t0:.2f} s")
-    inputs, dp_seconds = scale_table(repeats)
+    inputs, dp_seconds = scale_table(repeats, solve="--solve" in argv)
     for name in MODELS:
         for net_name in CLUSTERS:
             grow = dp_seconds[(name, DEVICE_COUNTS[1], net_name)] / dp_seconds[(name, DEVICE_COUNTS[0], net_name)]
