@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--sweep", type=int, default=200)
     args = parser.parse_args()
     cfg = compose_cfg("model=llama2")
-    schedule_cfg = ScheduleCfg(mip_gap=cfg.schedule.mip_gap, time_limit_s=cfg.schedule.time_limit_s, threads=cfg.schedule.threads, cache=False)
+    schedule_cfg = ScheduleCfg(mip_gap=cfg.schedule.mip_gap, time_limit_s=cfg.schedule.time_limit_s, work_limit=cfg.schedule.work_limit, threads=cfg.schedule.threads, cache=False)
     with tempfile.TemporaryDirectory() as wl_dir:
         workload = extract_workload(cfg.model, MBS, cfg.train.bytes_per_elem, (TP,), cache_dir=wl_dir)
     network = Network.from_cfg(cfg.cluster)

@@ -25,8 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from phaze.config import CONF_DIR, compose_config  # noqa: E402
-from phaze.hardware.space import TPUV4_LIKE, describe_points  # noqa: E402
-from phaze.search.evaluator import ModelEvaluator, throughput_of  # noqa: E402
+from phaze.search.evaluator import throughput_of  # noqa: E402
 from phaze.search.study import run_study, tracker_for  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -54,9 +53,7 @@ def model_rows(model: str, overrides: list[str], storage: str) -> dict:
     start = time.perf_counter()
     co = search([f"model={model}", *overrides], storage)
     hw_only = search([f"model={model}", *overrides, "search.placement=expert"], storage)
-    one = co.evaluator.models[0]
-    tpu = describe_points(co.evaluator.cfg.hw, pd.DataFrame([TPUV4_LIKE]))
-    tpu_searched, _ = one.solve(tpu, one.placer(tpu, fixed=False))
+    tpu_searched = co.evaluator.baseline(fixed=False).result
     base = throughput_of(co.baseline.result)
     return {
         "model": model,

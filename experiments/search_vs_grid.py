@@ -2,12 +2,14 @@
 
     python experiments/search_vs_grid.py                                 # model=llama2 hw=phaze_grid
     python experiments/search_vs_grid.py --overrides hw.n_tc=[4,8,16] hw.n_vc=[1,2,4]
+    python experiments/search_vs_grid.py --storages sqlite:///studies.db sqlite:///grid.db   # studies run by phaze.run
 
 Runs `python -m phaze.run`'s study twice on the same space, as separate studies: the default
 (`search=bound`, branch and bound in decreasing work bound with exact pruning) and `search=grid`
 (every point proposed, pruned only by the same true bounds). The grid study uses in-memory
-storage and no MLflow logging, so its time is the search's own. Writes
-experiments/results/search_vs_grid.md (appends one section per run).
+storage and no MLflow logging, so its time is the search's own. With --storages it reads the two
+studies that `python -m phaze.run` left (the full space takes the grid about an hour: run it in its
+own process). Writes experiments/results/search_vs_grid.md (appends one section per run).
 """
 
 from __future__ import annotations
@@ -17,14 +19,20 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import optuna
 import pandas as pd
 
 from phaze.config import compose_config
-from phaze.search.study import run_study
+from phaze.hardware.space import AXES, enumerate_space
+from phaze.search.study import POINT_PARAM, run_study, study_name
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MAX_FULL_EVAL_FRACTION = 0.05
 """Issue 6: the search fully evaluates (ILP + DP) at most 5% of the grid's points."""
+
+
+def arch(row) -> str:
+    return f"{int(row.n_tc)}x{int(row.tc_rows)}x{int(row.tc_cols)} TC, {int(row.n_vc)} VC, {int(row.glb_mib)} MiB, {int(row.hbm_gib)} GiB"
 
 
 def one(label: str, overrides: list[str]) -> dict:
@@ -32,27 +40,51 @@ def one(label: str, overrides: list[str]) -> dict:
     start = time.perf_counter()
     out = run_study(cfg, progress=False)
     wall_s = time.perf_counter() - start
-    row = out.evaluator.points.iloc[out.best_index]
     return {
         "study": label, "best_seq_s": out.best.throughput_seq_s, "best_point": int(out.best_index),
-        "best_arch": f"{int(row.n_tc)}x{int(row.tc_rows)}x{int(row.tc_cols)} TC, {int(row.n_vc)} VC, {int(row.glb_mib)} MiB, {int(row.hbm_gib)} GiB",
+        "best_arch": arch(out.evaluator.points.iloc[out.best_index]),
         "grid_size": len(out.evaluator), "trials": out.n_trials, "pruned": out.n_pruned, "full_evals": out.n_full_evals,
         "full_eval_fraction": out.n_full_evals / len(out.evaluator), "wall_s": wall_s,
+    }
+
+
+def stored(label: str, overrides: list[str], url: str) -> dict:
+    """The same numbers for a study that `python -m phaze.run` ran into `url` (wall: first trial start to last trial end)."""
+    cfg = compose_config(*overrides)
+    study = optuna.load_study(study_name=study_name(cfg), storage=url)
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    best = max(done, key=lambda t: t.value)
+    points = enumerate_space(cfg.hw).sort_values(list(AXES)).reset_index(drop=True)
+    row = points.iloc[best.params[POINT_PARAM]]
+    full = sum(bool(t.user_attrs.get("full_eval")) for t in trials)
+    ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]
+    return {
+        "study": label, "best_seq_s": best.value, "best_point": int(best.params[POINT_PARAM]), "best_arch": arch(row),
+        "grid_size": len(points), "trials": len(trials), "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
+        "full_evals": full, "full_eval_fraction": full / len(points), "wall_s": (max(ends) - min(t.datetime_start for t in trials)).total_seconds(),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overrides", nargs="*", default=["model=llama2", "hw=phaze_grid"])
+    parser.add_argument("--storages", nargs=2, metavar=("BOUND_URL", "GRID_URL"),
+                        help="read the two finished studies (run with `python -m phaze.run ... search=bound|grid`) instead of running them")
     args = parser.parse_args()
-    common = [*args.overrides, "search.storage=memory", "tracking.enabled=false"]
-    rows = [one("search=bound (default)", [*common, "search=bound"]), one("search=grid (exhaustive)", [*common, "search=grid"])]
+    labels = ("search=bound (default)", "search=grid (exhaustive)")
+    if args.storages:
+        rows = [stored(label, [*args.overrides, f"search={name}"], url) for label, name, url in zip(labels, ("bound", "grid"), args.storages)]
+    else:
+        common = [*args.overrides, "search.storage=memory", "tracking.enabled=false"]
+        rows = [one(labels[0], [*common, "search=bound"]), one(labels[1], [*common, "search=grid"])]
     df = pd.DataFrame(rows)
     same = abs(rows[0]["best_seq_s"] - rows[1]["best_seq_s"]) <= 1e-9 * rows[1]["best_seq_s"]
     text = "\n".join([
         f"## {' '.join(args.overrides)} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
         "",
-        f"`python experiments/search_vs_grid.py --overrides {' '.join(args.overrides)}`",
+        f"`python experiments/search_vs_grid.py --overrides {' '.join(args.overrides)}"
+        + (f" --storages {' '.join(args.storages)}`" if args.storages else "`"),
         "",
         df.to_markdown(index=False, floatfmt=".4g"),
         "",

@@ -149,11 +149,13 @@ def check_train(cfg, m) -> None:
 
 
 def check_schedule(s) -> None:
-    """Layer ILP settings: backend, MIP gap, time limit, threads."""
+    """Layer ILP settings: backend, MIP gap, time and work limits, threads."""
     _choice(s.backend, "schedule.backend", BACKEND_CHOICES)
     if not 0 <= s.mip_gap < 1:
         raise ConfigError(f"schedule.mip_gap={s.mip_gap}: allowed values are in [0, 1)")
     _positive(s.time_limit_s, "schedule.time_limit_s")
+    if s.work_limit is not None:
+        _positive(s.work_limit, "schedule.work_limit")
     positive_ints(s.threads, "schedule.threads")
 
 

@@ -15,7 +15,7 @@ from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import Accelerator
 from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
-from phaze.schedule import heuristic_schedule, schedule_layer
+from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.validate import bools, positive_ints
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS, Workload
@@ -31,23 +31,31 @@ class LayerLatencies:
     """Every (mbs, TP width, part, direction) of one point, scheduled only as far as a placement needs.
 
     `values` is shaped as part_latencies returns ({part: {field: [len(mbs), len(tp)]}}, NaN where a
-    width was not extracted). Up front each entry gets the list schedule and the schedule's lower
-    bound; where they agree within schedule.mip_gap the list schedule is the scheduled makespan (as
-    schedule_layer would return it), elsewhere the entry holds the lower bound and is `pending`
-    until `solve` runs the ILP on it. Without inter-operator parallelism (a GPU's single stream)
-    every operator runs alone on all cores: the layer takes the sum of the all-core latencies.
+    width was not extracted). Each entry goes through up to three states, each value a lower bound on
+    the next: `unlisted` (a cheap critical-path / work bound, from `lower_bounds` when the search
+    already has them), `pending` (the list schedule is more than schedule.mip_gap above the
+    schedule's lower bound: the entry holds that bound until the ILP runs), and scheduled (the list
+    schedule where it meets the bound within the gap, else the ILP's makespan), exactly as
+    schedule_layer would return it. Without inter-operator parallelism (a GPU's single stream) every
+    operator runs alone on all cores: the layer takes the sum of the all-core latencies.
     """
 
-    def __init__(self, workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True):
+    def __init__(self, workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values,
+                 inter_op_parallel: bool = True, lower_bounds: dict[str, dict[str, np.ndarray]] | None = None):
         self.mbs_values = sorted(workloads)
         self.tp_values = list(tp_values)
         self.schedule_cfg = schedule_cfg
+        self.workloads = workloads
+        self.point = point
+        self.network = network
         row = point.iloc[0]
         self.cores = (int(row.n_tc), int(row.n_vc))
         shape = (len(self.mbs_values), len(self.tp_values))
         self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
+        self.unlisted: set[tuple] = set()
+        """Entries holding a cheap lower bound: not list-scheduled yet."""
         self.pending: dict[tuple, tuple] = {}
-        """Entries holding a lower bound, with the schedule_layer arguments that solve them."""
+        """Entries holding the schedule's lower bound, with the schedule_layer arguments that solve them."""
         self.solve_s = 0.0
         self.n_solved = 0
         start = time.perf_counter()
@@ -56,25 +64,50 @@ class LayerLatencies:
                 if t not in workloads[mbs].graphs:
                     continue
                 for part in PARTS:
-                    g = workloads[mbs].part(t, part)
-                    for direction, graph in zip(DIRECTIONS, (g.fwd, g.bwd)):
-                        compute = graph.without_views()
-                        lat = op_latencies(compute.ops, point, network, t)
-                        single, parallel = lat.single_s[:, 0], lat.parallel_s[:, 0]
-                        self.values[part][f"tp_comm_{direction}_s"][mi, ti] = float(single[lat.unit == "net"].sum())
+                    for direction in DIRECTIONS:
+                        key = (mi, ti, part, direction)
+                        if lower_bounds is not None and inter_op_parallel:
+                            for f in (f"{direction}_s", f"tp_comm_{direction}_s"):
+                                self.values[part][f][mi, ti] = lower_bounds[part][f][mi, ti]
+                            self.unlisted.add(key)
+                            continue
+                        compute, unit, single, parallel = self._inputs(key)
+                        self.values[part][f"tp_comm_{direction}_s"][mi, ti] = float(single[unit == "net"].sum())
                         if not inter_op_parallel:
                             self.values[part][f"{direction}_s"][mi, ti] = float(parallel.sum())
                             continue
-                        listed = heuristic_schedule(compute, lat.unit, single, parallel, *self.cores)
-                        if listed.mip_gap <= schedule_cfg.mip_gap:
-                            self.values[part][f"{direction}_s"][mi, ti] = float(listed.makespan_s)
-                        else:
-                            self.values[part][f"{direction}_s"][mi, ti] = float(listed.bound_s)
-                            self.pending[(mi, ti, part, direction)] = (compute, lat.unit, single, parallel)
+                        self.values[part][f"{direction}_s"][mi, ti] = lower_bound_s(compute, unit, single, parallel, *self.cores)
+                        self.unlisted.add(key)
         self.solve_s += time.perf_counter() - start
 
+    def _inputs(self, key: tuple) -> tuple:
+        """(view-free graph, unit, single-core s, all-core s) of one entry, costed on this point."""
+        mi, ti, part, direction = key
+        g = self.workloads[self.mbs_values[mi]].part(self.tp_values[ti], part)
+        compute = (g.fwd if direction == "fwd" else g.bwd).without_views()
+        lat = op_latencies(compute.ops, self.point, self.network, self.tp_values[ti])
+        return compute, lat.unit, lat.single_s[:, 0], lat.parallel_s[:, 0]
+
+    def list_schedule(self, keys) -> None:
+        """List-schedule the unlisted ones of these entries: scheduled where the list schedule meets its
+        bound within the gap, else pending with the schedule's lower bound."""
+        for key in sorted(set(keys) & self.unlisted):
+            start = time.perf_counter()
+            mi, ti, part, direction = key
+            args = self._inputs(key)
+            listed = heuristic_schedule(*args, *self.cores)
+            self.unlisted.discard(key)
+            if listed.mip_gap <= self.schedule_cfg.mip_gap:
+                self.values[part][f"{direction}_s"][mi, ti] = float(listed.makespan_s)
+            else:
+                self.values[part][f"{direction}_s"][mi, ti] = max(self.values[part][f"{direction}_s"][mi, ti], float(listed.bound_s))
+                self.pending[key] = args
+            self.solve_s += time.perf_counter() - start
+
     def solve(self, keys) -> None:
-        """Schedule the pending ones of these (mbs index, tp index, part, direction) entries (the ILP, cached on disk)."""
+        """Schedule these (mbs index, tp index, part, direction) entries (list schedule, then the ILP where
+        it is over the gap, cached on disk)."""
+        self.list_schedule(keys)
         for key in sorted(set(keys) & self.pending.keys()):
             mi, ti, part, direction = key
             start = time.perf_counter()
@@ -83,8 +116,16 @@ class LayerLatencies:
             self.n_solved += 1
             self.values[part][f"{direction}_s"][mi, ti] = float(sched.makespan_s)
 
+    def all_keys(self) -> list[tuple]:
+        return sorted(self.unlisted | self.pending.keys())
+
+    def listed_all(self) -> dict[str, dict[str, np.ndarray]]:
+        """Every entry list-scheduled: list makespans, and the schedules' lower bounds where the ILP would run."""
+        self.list_schedule(self.all_keys())
+        return self.values
+
     def solve_all(self) -> dict[str, dict[str, np.ndarray]]:
-        self.solve(list(self.pending))
+        self.solve(self.all_keys())
         return self.values
 
     def keys_of(self, strategy) -> set[tuple]:
@@ -93,21 +134,47 @@ class LayerLatencies:
         widths = strategy.tp_per_stage or (strategy.tp,) * strategy.pp
         return {(mi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in PARTS for d in DIRECTIONS}
 
-    def best(self, place):
-        """place(latencies) -> PlacementResult | None, solved lazily and exactly.
+    def _needed(self, result, among) -> set[tuple]:
+        return self.keys_of(result.strategy) & among if result is not None and result.feasible else set()
+
+    def listed_bound(self, place):
+        """place() once every entry its placement depends on is list-scheduled: an upper bound on the
+        fully scheduled optimum (pending entries hold lower bounds), before any ILP runs."""
+        while True:
+            result = place(self.values)
+            need = self._needed(result, self.unlisted)
+            if not need:
+                return result
+            self.list_schedule(need)
+
+    def best(self, place, beat: float | None = None):
+        """place(latencies) -> PlacementResult | None, solved lazily and exactly; returns (result, exact).
 
         `place` must be monotone: its throughput never drops when latencies shrink (the placement
-        DP, a fixed plan, or the best of several). Pending entries hold lower bounds, so
+        DP, a fixed plan, or the best of several). Unscheduled entries hold lower bounds, so
         place() on the current values bounds the fully scheduled optimum from above; once the
-        placement it returns depends only on scheduled entries, it is that optimum. Otherwise its
-        entries are scheduled and place() runs again: usually a handful of layers, not all of them.
+        placement it returns depends only on scheduled entries, it is that optimum (exact=True).
+        Otherwise its entries are list-scheduled, then solved one ILP at a time, and place() runs
+        again: usually a handful of layers, not all of them. With `beat`, it stops as soon as that
+        upper bound is at most `beat` (exact=False: the point cannot beat it).
         """
         while True:
             result = place(self.values)
-            need = self.keys_of(result.strategy) & self.pending.keys() if result is not None and result.feasible else set()
+            if beat is not None and (result is None or not result.feasible or result.throughput_seq_s <= beat):
+                return result, not self._needed(result, self.unlisted | self.pending.keys())
+            need = self._needed(result, self.unlisted)
+            if need:
+                self.list_schedule(need)
+                continue
+            need = self._needed(result, self.pending.keys())
             if not need:
-                return result
-            self.solve(need)
+                return result, True
+            self.solve([max(need, key=self._pending_gap)])
+
+    def _pending_gap(self, key: tuple) -> tuple:
+        """Solve first the pending entry used most (every layer) whose bound is largest."""
+        mi, ti, part, direction = key
+        return (part == "layer", self.values[part][f"{direction}_s"][mi, ti], key)
 
 
 def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True) -> dict[str, dict[str, np.ndarray]]:
@@ -177,8 +244,10 @@ def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Ne
     return place
 
 
-def layer_latencies(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network) -> LayerLatencies:
-    return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), bool(cfg.hw.inter_op_parallel))
+def layer_latencies(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, lower_bounds=None) -> LayerLatencies:
+    """The point's LayerLatencies; `lower_bounds` (one point's slice of phaze.search.bounds.lower_bound_latencies)
+    spares computing the initial bounds."""
+    return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), bool(cfg.hw.inter_op_parallel), lower_bounds)
 
 
 def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None, latencies=None) -> PlacementResult | None:
@@ -193,4 +262,4 @@ def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | No
     place = placer(cfg, point, workloads, network)
     if latencies is not None:
         return place(latencies)
-    return layer_latencies(cfg, point, workloads, network).best(place)
+    return layer_latencies(cfg, point, workloads, network).best(place)[0]

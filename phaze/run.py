@@ -39,7 +39,8 @@ def main(cfg) -> None:
     outcome = run_study(cfg, tracker)
     table = final_table(outcome)
     print(f"\nstudy {study_name(cfg)}: {outcome.n_trials} trials, {outcome.n_pruned} pruned, "
-          f"{outcome.n_full_evals} fully evaluated of {len(outcome.evaluator)} points, {outcome.wall_s:.0f} s")
+          f"{outcome.n_skipped} passed over on their bound, {outcome.n_full_evals} fully evaluated "
+          f"({outcome.n_full_evals / len(outcome.evaluator):.3%} of {len(outcome.evaluator)} points), {outcome.wall_s:.0f} s")
     print(table.to_string(index=False))
     if tracker is not None:
         tracker.log_params({"model": "+".join(m.name for m in (cfg.models or [cfg.model])), "hw": cfg.hw.name, "cluster": cfg.cluster.name,
@@ -50,7 +51,7 @@ def main(cfg) -> None:
                 **model_metrics,
                 "best.throughput_seq_s": outcome.best.throughput_seq_s if outcome.best else None, "best.area_mm2": best_area,
                 "grid_size": len(outcome.evaluator), "n_trials": outcome.n_trials, "n_pruned": outcome.n_pruned,
-                "n_full_evals": outcome.n_full_evals, "baseline.throughput_seq_s": outcome.baseline.throughput_seq_s,
+                "n_skipped": outcome.n_skipped, "n_full_evals": outcome.n_full_evals, "baseline.throughput_seq_s": outcome.baseline.throughput_seq_s,
                 "speedup_vs_baseline": outcome.speedup, "wall_s": outcome.wall_s,
                 "logging_s_per_trial": tracker.overhead_per_trial_s,
             },

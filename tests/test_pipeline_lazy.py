@@ -33,9 +33,10 @@ def test_on_demand_equals_every_layer_scheduled(setup):
         place = placer(cfg, point, workloads, network)
         lazy = layer_latencies(cfg, point, workloads, network)
         bounds = {p: {f: a.copy() for f, a in fields.items()} for p, fields in lazy.values.items()}
-        result = lazy.best(place)
+        result, exact = lazy.best(place)
         full = layer_latencies(cfg, point, workloads, network)
         reference = place(full.solve_all())
+        assert exact
         assert result.throughput_seq_s == pytest.approx(reference.throughput_seq_s, rel=1e-12)
         assert result.time_per_batch_s == pytest.approx(reference.time_per_batch_s, rel=1e-12)
         for part, fields in full.values.items():
@@ -61,3 +62,21 @@ def test_bounds_chain_down_to_the_value(setup, tmp_path):
         assert ev.work_bound[i] * (1 + 1e-12) >= top
         assert top * (1 + 1e-12) >= own >= listed * (1 - 1e-12)
         assert listed * (1 + 1e-12) >= value
+
+
+def test_stopping_at_beat_is_a_true_bound(setup):
+    """best(place, beat): above the value it stops with an upper bound at most `beat` that is at least
+    the value; at or below the value it returns exactly the value."""
+    cfg, workloads, network, points = setup
+    stopped = 0
+    for point in points:
+        place = placer(cfg, point, workloads, network)
+        value = layer_latencies(cfg, point, workloads, network).best(place)[0].throughput_seq_s
+        high, exact = layer_latencies(cfg, point, workloads, network).best(place, beat=value * 1.05)
+        assert high.throughput_seq_s * (1 + 1e-12) >= value
+        if not exact:
+            assert high.throughput_seq_s <= value * 1.05
+            stopped += 1
+        low, exact = layer_latencies(cfg, point, workloads, network).best(place, beat=value * 0.95)
+        assert exact and low.throughput_seq_s == pytest.approx(value, rel=1e-12)
+    assert stopped > 0

@@ -130,3 +130,20 @@ def test_auto_without_gurobi_falls_back_and_gurobi_raises(monkeypatch):
     assert fallback == "gurobi: Gurobi unavailable (ImportError: No module named 'gurobipy')"
     with pytest.raises(BackendUnavailableError, match="Gurobi unavailable"):
         solve_milp(knapsack_cover(9), "gurobi", PARAMS)
+
+
+def test_cache_serves_a_limited_solve_only_to_no_more_effort(tmp_path):
+    """A schedule that stopped on its limits answers requests for at most that time and work, not more."""
+    from phaze.schedule.cache import ScheduleCache
+    from phaze.schedule.result import LayerSchedule
+
+    store = ScheduleCache(tmp_path)
+    stopped = LayerSchedule(makespan_s=2.0, start_s=np.zeros(2), parallel=np.zeros(2, dtype=bool), backend="gurobi",
+                            status="time_limit", mip_gap=0.1, solve_s=1.0, bound_s=1.8)
+    store.save("k" * 16, stopped, time_limit_s=60.0, work_limit=1.0)
+    fresh = ScheduleCache(tmp_path)  # from disk, not memory
+    assert fresh.load("k" * 16, 60.0, 1.0).makespan_s == 2.0
+    assert fresh.load("k" * 16, 30.0, 0.5) is not None
+    assert fresh.load("k" * 16, 60.0, 5.0) is None
+    assert fresh.load("k" * 16, 60.0, None) is None
+    assert fresh.load("k" * 16, 120.0, 1.0) is None

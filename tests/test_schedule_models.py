@@ -55,8 +55,18 @@ def test_gpt2_xl_has_no_t8_graph(workloads):
     assert sorted(workloads["llama2"].graphs) == [1, 8]
 
 
-def cfg_for(backend: str, time_limit_s: float) -> ScheduleCfg:
-    return ScheduleCfg(backend=backend, mip_gap=MIP_GAP, time_limit_s=time_limit_s, threads=1, cache=False)
+def cfg_for(backend: str, time_limit_s: float, work_limit: float | None = None) -> ScheduleCfg:
+    return ScheduleCfg(backend=backend, mip_gap=MIP_GAP, time_limit_s=time_limit_s, work_limit=work_limit, threads=1, cache=False)
+
+
+def layer_args(workloads, model: str, tp: int, point_id: int, part: str, direction: str) -> tuple:
+    """schedule_layer's positional arguments for one layer graph on one of points()."""
+    point = points()[point_id]
+    row = point.iloc[0]
+    network = Network.from_cfg(compose_cfg(f"model={model}").cluster)
+    compute = getattr(workloads[model].part(tp, part), direction).without_views()
+    lat = op_latencies(compute.ops, point, network, tp)
+    return (compute, lat.unit, lat.single_s[:, 0], lat.parallel_s[:, 0], int(row.n_tc), int(row.n_vc))
 
 
 CASES = [(m, t, k, part, d) for m, widths in MODELS.items() for t in widths for k in range(GRID_POINTS + 1) for part in PARTS for d in ("fwd", "bwd")]
@@ -68,13 +78,7 @@ CASES = [(m, t, k, part, d) for m, widths in MODELS.items() for t in widths for 
 def test_backends_agree_on_every_layer_graph(workloads, case):
     if unavailable_reason() is not None:
         pytest.skip(f"Gurobi unavailable: {unavailable_reason()}")
-    model, tp, point_id, part, direction = case
-    point = points()[point_id]
-    row = point.iloc[0]
-    network = Network.from_cfg(compose_cfg(f"model={model}").cluster)
-    compute = getattr(workloads[model].part(tp, part), direction).without_views()
-    lat = op_latencies(compute.ops, point, network, tp)
-    args = (compute, lat.unit, lat.single_s[:, 0], lat.parallel_s[:, 0], int(row.n_tc), int(row.n_vc))
+    args = layer_args(workloads, *case)
     limit_s = HARD_TIME_LIMIT_S if case in HARD else TIME_LIMIT_S
     gurobi = schedule_layer(*args, cfg=cfg_for("gurobi", limit_s))
     highs = schedule_layer(*args, cfg=cfg_for("highs", limit_s))
@@ -87,3 +91,22 @@ def test_backends_agree_on_every_layer_graph(workloads, case):
     assert highs.bound_s <= gurobi.makespan_s * (1 + 1e-9)
     if case not in HARD:
         assert (gurobi.status, highs.status) == ("optimal", "optimal")
+
+
+WORK_LIMIT = 0.5
+"""Gurobi work units: far below what the HARD graphs need to close the gap, so the limit binds."""
+
+
+@pytest.mark.solver
+@pytest.mark.slow
+def test_work_limit_is_deterministic(workloads):
+    """The same hard layer graph, solved twice under a work limit (and a loose time limit), stops on
+    the limit with exactly the same schedule and bound both times."""
+    if unavailable_reason() is not None:
+        pytest.skip(f"Gurobi unavailable: {unavailable_reason()}")
+    args = layer_args(workloads, *sorted(HARD)[-1])
+    first, second = (schedule_layer(*args, cfg=cfg_for("gurobi", 600.0, WORK_LIMIT)) for _ in range(2))
+    assert first.status == second.status == "time_limit"
+    assert first.backend == "gurobi"
+    assert first.makespan_s == second.makespan_s and first.bound_s == second.bound_s
+    assert np.array_equal(first.start_s, second.start_s) and np.array_equal(first.parallel, second.parallel)

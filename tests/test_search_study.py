@@ -54,6 +54,11 @@ def test_pruned_study_finds_the_exhaustive_best(base, exhaustive, sampler, trial
     assert (exhaustive.loc[pruned.point].to_numpy() <= pruned.bound.to_numpy() * (1 + 1e-12)).all()
     if sampler == "bound":
         assert out.n_full_evals < len(out.evaluator) / 4
+        # points never proposed (passed over on their placement bound, or after the work-bound stop) are no better either
+        unvisited = sorted(set(range(len(out.evaluator))) - set(df.point))
+        assert (exhaustive.loc[unvisited].to_numpy() <= out.best.throughput_seq_s * (1 + 1e-12)).all()
+        passed_over = set(np.flatnonzero(out.evaluator.work_bound > out.best.throughput_seq_s).tolist()) & set(unvisited)
+        assert out.n_skipped == len(passed_over)
 
 
 def test_bounds_are_true_bounds(base, exhaustive):

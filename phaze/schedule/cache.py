@@ -49,8 +49,8 @@ class ScheduleCache:
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def load(self, key: str, time_limit_s: float) -> LayerSchedule | None:
-        """A cached schedule, unless it stopped on a shorter time limit than the one asked for now."""
+    def load(self, key: str, time_limit_s: float, work_limit: float | None = None) -> LayerSchedule | None:
+        """A cached schedule, unless it stopped on a shorter time or work limit than the ones asked for now."""
         entry = self._memory.get(key)
         if entry is None:
             path = self._path(key)
@@ -58,7 +58,7 @@ class ScheduleCache:
                 return None
             entry = json.loads(path.read_text())
             self._memory[key] = entry
-        if entry["status"] == "time_limit" and entry["time_limit_s"] < time_limit_s:
+        if entry["status"] == "time_limit" and (entry["time_limit_s"] < time_limit_s or _unlimited(entry.get("work_limit")) < _unlimited(work_limit)):
             return None
         return LayerSchedule(
             makespan_s=entry["makespan_s"], start_s=np.array(entry["start_s"], dtype=np.float64),
@@ -67,12 +67,12 @@ class ScheduleCache:
             fallback=entry["fallback"],
         )
 
-    def save(self, key: str, schedule: LayerSchedule, time_limit_s: float) -> None:
+    def save(self, key: str, schedule: LayerSchedule, time_limit_s: float, work_limit: float | None = None) -> None:
         entry = {
             "makespan_s": float(schedule.makespan_s), "start_s": schedule.start_s.tolist(),
             "parallel": schedule.parallel.tolist(), "backend": schedule.backend, "status": schedule.status,
             "mip_gap": float(schedule.mip_gap), "solve_s": float(schedule.solve_s), "bound_s": float(schedule.bound_s),
-            "fallback": schedule.fallback, "time_limit_s": float(time_limit_s),
+            "fallback": schedule.fallback, "time_limit_s": float(time_limit_s), "work_limit": work_limit,
         }
         self._memory[key] = entry
         path = self._path(key)
@@ -81,6 +81,10 @@ class ScheduleCache:
         with os.fdopen(fd, "w") as f:
             json.dump(entry, f)
         os.replace(tmp, path)  # atomic: concurrent workers never read half a file
+
+
+def _unlimited(work_limit: float | None) -> float:
+    return float("inf") if work_limit is None else float(work_limit)
 
 
 _stores: dict[str, ScheduleCache] = {}

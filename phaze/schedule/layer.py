@@ -37,7 +37,7 @@ def heuristic_for(problem: LayerProblem) -> LayerSchedule:
 
 
 def solve_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule:
-    """Optimal schedule within cfg.mip_gap, or the best one found in cfg.time_limit_s; the MILP
+    """Optimal schedule within cfg.mip_gap, or the best one found within cfg.time_limit_s and cfg.work_limit; the MILP
     runs only when the list schedule and the lower bound are further apart than the gap."""
     t0 = time.perf_counter()
     lower = problem_lower_bound_s(problem)
@@ -57,15 +57,18 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
     if best.makespan_s <= 0.0:  # nothing takes time (and the model is scaled by the makespan)
         return _from_list(problem, best, lower, "optimal", "heuristic", t0)
     deadline = t0 + cfg.time_limit_s
+    work_left = cfg.work_limit
     cliques: list = []
     backend, fallback, proven = "heuristic", "", False
     while not proven:
         remaining = deadline - time.perf_counter()
-        if remaining <= 0:
+        if remaining <= 0 or (work_left is not None and work_left <= 0):
             break
         model, layout, start = build_ilp(problem, best, lower, cliques)
-        params = SolveParams(mip_gap=cfg.mip_gap, time_limit_s=remaining, threads=cfg.threads)
+        params = SolveParams(mip_gap=cfg.mip_gap, time_limit_s=remaining, threads=cfg.threads, work_limit=work_left)
         result, note = solve_milp(model, cfg.backend, params, start)
+        if work_left is not None:
+            work_left -= result.work
         backend, fallback = result.backend, fallback or note
         if result.status in (SolveStatus.INFEASIBLE, SolveStatus.ERROR):
             raise RuntimeError(f"{result.backend} failed on a layer MILP that has a feasible schedule: {result.status.value} {result.message}")
@@ -97,12 +100,12 @@ def schedule_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg:
     store = cache_for(cfg.cache_dir) if cfg.cache else None
     key = problem_key(problem, cfg.mip_gap) if store else ""
     if store:
-        hit = store.load(key, cfg.time_limit_s)
+        hit = store.load(key, cfg.time_limit_s, cfg.work_limit)
         if hit is not None:
             check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
             return hit
     schedule = solve_problem(problem, cfg)
     check_times(problem, schedule.start_s, schedule.parallel, schedule.makespan_s)
     if store:
-        store.save(key, schedule, cfg.time_limit_s)
+        store.save(key, schedule, cfg.time_limit_s, cfg.work_limit)
     return schedule

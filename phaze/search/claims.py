@@ -21,6 +21,27 @@ several workers writing trials, heartbeats and claims into one file on a loaded 
 only delays the exit of a process whose lock was left held by a hard interrupt."""
 
 
+SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+"""Write-ahead log without an fsync per commit: a search commits several small transactions per trial
+(trial, claim, attributes, heartbeat) and a rollback-journal fsync each made those most of a pruned
+trial's time. A killed process loses nothing committed (the log is in the OS cache); only a power
+cut may drop the last few trials, which a resumed search re-runs (SQLite's WAL documentation)."""
+
+
+def tune_sqlite(engine: sa.engine.Engine) -> sa.engine.Engine:
+    """Apply SQLITE_PRAGMAS to every connection of an SQLite engine (new ones: the pool is emptied)."""
+    if engine.dialect.name == "sqlite":
+        def on_connect(dbapi_connection, _record):
+            cursor = dbapi_connection.cursor()
+            for pragma in SQLITE_PRAGMAS:
+                cursor.execute(pragma)
+            cursor.close()
+
+        sa.event.listen(engine, "connect", on_connect)
+        engine.dispose()
+    return engine
+
+
 class PointTaken(Exception):
     """The trial's point is claimed by another live or finished trial: nothing to evaluate."""
 
@@ -68,7 +89,7 @@ class DatabaseClaims:
 
     def __init__(self, url: str, study_name: str):
         connect_args = {"timeout": SQLITE_BUSY_TIMEOUT_S} if url.startswith("sqlite") else {}
-        self.engine = sa.create_engine(url, connect_args=connect_args)
+        self.engine = tune_sqlite(sa.create_engine(url, connect_args=connect_args))
         self.study_name = study_name
         meta = sa.MetaData()
         self.table = sa.Table(

@@ -39,6 +39,8 @@ class Evaluation:
     results: dict[str, PlacementResult | None]
     ilp_s: float
     dp_s: float
+    exact: bool = True
+    """False when the evaluation stopped early: its throughput is then an upper bound that cannot beat the study."""
 
     @property
     def throughput_seq_s(self) -> float:
@@ -80,13 +82,13 @@ class ModelEvaluator:
         self._layers: dict[tuple, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
 
-    def layers(self, point: pd.DataFrame) -> LayerLatencies:
-        """The point's layer latencies (list schedules and bounds up front), shared by its HBM siblings."""
+    def layers(self, index: int, point: pd.DataFrame) -> LayerLatencies:
+        """The point's layer latencies (starting from its lower bounds), shared by its HBM siblings."""
         key = signature(point)
         if key not in self._layers:
             if len(self._layers) >= LAYER_CACHE_SIGNATURES:
                 self._layers.pop(next(iter(self._layers)))
-            self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network)
+            self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, latencies_at(self.lower_bounds, index))
         return self._layers[key]
 
     def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None) -> float:
@@ -105,18 +107,19 @@ class ModelEvaluator:
             return top
         return throughput_of(evaluate_point(self.cfg, point, self.workloads, bounds))
 
-    def schedule_bound(self, point: pd.DataFrame, place) -> float:
+    def schedule_bound(self, index: int, point: pd.DataFrame, place) -> float:
         """Throughput upper bound from the list schedules (exact where they meet their bound) and the
-        schedule lower bounds elsewhere: place() on the layers before any ILP runs."""
-        return throughput_of(place(self.layers(point).values))
+        schedule lower bounds elsewhere: place() once the layers it uses are list-scheduled, before any ILP."""
+        return throughput_of(self.layers(index, point).listed_bound(place))
 
-    def solve(self, point: pd.DataFrame, place) -> tuple[PlacementResult | None, float]:
-        """place() on the point's layers, scheduled as far as it needs them; (result, scheduling seconds)."""
+    def solve(self, index: int, point: pd.DataFrame, place, beat: float | None = None) -> tuple[PlacementResult | None, bool, float]:
+        """place() on the point's layers, scheduled as far as it needs them (or until it is shown unable
+        to beat `beat`); (result, exact, scheduling seconds)."""
         fresh = signature(point) not in self._layers
-        layers = self.layers(point)
+        layers = self.layers(index, point)
         before = 0.0 if fresh else layers.solve_s
-        result = layers.best(place)
-        return result, layers.solve_s - before
+        result, exact = layers.best(place, beat)
+        return result, exact, layers.solve_s - before
 
     def placer(self, point: pd.DataFrame, fixed: bool):
         """latencies -> the best placement on the point, or the model's expert placement (model.expert)
@@ -184,23 +187,36 @@ class SpaceEvaluator:
     def schedule_bound(self, index: int) -> float:
         """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over models)."""
         point = self.point(index)
-        return float(np.mean([m.schedule_bound(point, m.placer(point, self.fixed_placement)) for m in self.models]))
+        return float(np.mean([m.schedule_bound(index, point, m.placer(point, self.fixed_placement)) for m in self.models]))
 
-    def _evaluate(self, point: pd.DataFrame, fixed: bool) -> Evaluation:
+    def evaluate(self, index: int, beat: float | None = None) -> Evaluation:
+        """Schedule the layers the placement needs on the point (the ILPs) and place every model (the DP).
+
+        With `beat` (one model only), layers are scheduled one at a time and the evaluation stops as
+        soon as the placement on the rest's lower bounds cannot beat it (Evaluation.exact is then False
+        and its throughput is that upper bound)."""
         start = time.perf_counter()
+        point = self.point(index)
+        beat = beat if len(self.models) == 1 else None
+        results, exact, ilp_s = {}, True, 0.0
+        for m in self.models:
+            results[m.name], done, solve_s = m.solve(index, point, m.placer(point, self.fixed_placement), beat)
+            exact &= done
+            ilp_s += solve_s
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact)
+
+    def baseline(self, fixed: bool = True) -> Evaluation:
+        """The TPUv4-like chip under this space's constants, with each model's expert placement (best mbs,
+        recompute), or with the searched placement (`fixed=False`)."""
+        start = time.perf_counter()
+        point = describe_points(self.cfg.hw, pd.DataFrame([TPUV4_LIKE]))
         results, ilp_s = {}, 0.0
         for m in self.models:
-            results[m.name], solve_s = m.solve(point, m.placer(point, fixed))
-            ilp_s += solve_s
+            layers = layer_latencies(m.cfg, point, m.workloads, self.network)
+            before = layers.solve_s
+            results[m.name] = layers.best(m.placer(point, fixed))[0]
+            ilp_s += layers.solve_s - before
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
-
-    def evaluate(self, index: int) -> Evaluation:
-        """Schedule the layers the placement needs on the point (the ILPs) and place every model (the DP)."""
-        return self._evaluate(self.point(index), self.fixed_placement)
-
-    def baseline(self) -> Evaluation:
-        """The TPUv4-like chip under this space's constants, with each model's expert placement (best mbs, recompute)."""
-        return self._evaluate(describe_points(self.cfg.hw, pd.DataFrame([TPUV4_LIKE])), fixed=True)
 
     def arch_params(self, index: int) -> dict:
         row = self.points.iloc[index]

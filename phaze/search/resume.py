@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import optuna
 from optuna.trial import TrialState
 
-from phaze.search.claims import SQLITE_BUSY_TIMEOUT_S
+from phaze.search.claims import SQLITE_BUSY_TIMEOUT_S, tune_sqlite
 
 POLL_S = 0.5
 """How often a waiting worker looks at the study again."""
@@ -68,10 +68,12 @@ def make_storage(url: str | None, heartbeat_interval_s: int, grace_period_s: int
     engine_kwargs = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}} if url.startswith("sqlite") else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
+        storage = optuna.storages.RDBStorage(
             url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval_s, grace_period=grace_period_s,
             heartbeat_stale_trial_callback=retry_dead_trial(),
         )
+    tune_sqlite(storage.engine)
+    return storage
 
 
 def running(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

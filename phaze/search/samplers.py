@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import optuna
 
@@ -20,6 +22,9 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
     A point goes to the trial that wins its claim (phaze.search.claims); the order is deterministic,
     so a resumed study continues it. For branch and bound the order is decreasing work bound: with
     the study's pruning, once a point's bound cannot beat the best value no later point can.
+    `skip` (set by the search for branch and bound) makes a predicate, once per proposal, telling
+    which points a cheap true bound already shows unable to beat the study: those are passed over
+    without a trial (they are not claimed; a later pass over released points may still propose them).
     """
 
     def __init__(self, order: np.ndarray, claims, param: str = "point"):
@@ -28,6 +33,8 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         self.param = param
         self.cursor = 0
         self.taken: set[int] | None = None
+        self.skip: Callable[[optuna.Study], Callable[[int], bool]] | None = None
+        self.n_skipped = 0
 
     def infer_relative_search_space(self, study, trial):
         return {}
@@ -44,14 +51,20 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         """The next point in the order that this trial wins; SpaceExhausted (and the study stops) when none is left."""
         if self.taken is None:
             self.taken = set(self.claims.owners_by_point())
+        passed_over = self.skip(study) if self.skip is not None else None
         while not self.exhausted:
             point = self.order[self.cursor]
             self.cursor += 1
-            if point not in self.taken and self.claims.claim(point, trial.number):
+            if point in self.taken:
+                continue
+            if passed_over is not None and passed_over(point):
+                self.n_skipped += 1
+                continue
+            if self.claims.claim(point, trial.number):
                 return point
         owners = self.claims.owners_by_point()  # points released since (their trial died before recording them)
         for point in self.order:
-            if point not in owners and self.claims.claim(point, trial.number):
+            if point not in owners and not (passed_over is not None and passed_over(point)) and self.claims.claim(point, trial.number):
                 return point
         study.stop()
         raise SpaceExhausted("every point is claimed by another trial")

@@ -40,6 +40,9 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 BOUND_STOP_ATTR = "stopped_by_bound"
 """Study attribute set when branch and bound proved every unvisited point dominated."""
+EXHAUSTED_ATTR = "space_exhausted"
+"""Study attribute, True once a worker's ordered sampler has passed every point (each claimed by a
+trial or shown unable to win by its bound); a recovery that releases claims sets it back to False."""
 SKIPPED = (SpaceExhausted, PointTaken)
 """Trials that found their point taken by another worker: they end FAIL with nothing evaluated."""
 
@@ -56,6 +59,8 @@ class StudyOutcome:
     n_full_evals: int
     wall_s: float
     logging_s_per_trial: float
+    n_skipped: int = 0
+    """Points the branch-and-bound order passed over without a trial: their placement bound could not beat the study."""
 
     @property
     def speedup(self) -> float:
@@ -106,9 +111,8 @@ class Objective:
         value = throughput * self.scale(index)
         return (value, float(self.ev.points.area_mm2.iloc[index])) if self.multi else value
 
-    def dominated(self, study: optuna.Study, index: int, bound: float) -> bool:
-        """Whether a point whose objective is at most `bound` cannot improve the study's result."""
-        done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    def dominated(self, done: list[optuna.trial.FrozenTrial], index: int, bound: float) -> bool:
+        """Whether a point whose objective is at most `bound` cannot improve on the completed trials `done`."""
         if not done:
             return False
         if not self.multi:
@@ -126,12 +130,25 @@ class Objective:
             return
         raise PointTaken(f"point {index} belongs to trial {owner}")
 
-    def beat(self, study: optuna.Study, index: int) -> float | None:
-        """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
-        if self.multi:
-            return None
+    def cannot_win(self, study: optuna.Study):
+        """For the branch-and-bound order: a predicate, fixed at the study's best value now, telling which
+        points their placement bound shows unable to beat it (work-bound-dominated points are left to
+        a trial, whose pruning stops the study)."""
         done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        return max(t.value for t in done) / self.scale(index) if done else None
+
+        def passed_over(index: int) -> bool:
+            beat = self.beat(done, index)
+            if beat is None or self.ev.work_bound[index] <= beat:
+                return False
+            return self.ev.placement_bound(index, beat) <= beat
+
+        return passed_over
+
+    def beat(self, done: list[optuna.trial.FrozenTrial], index: int) -> float | None:
+        """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
+        if self.multi or not done:
+            return None
+        return max(t.value for t in done) / self.scale(index)
 
     def __call__(self, trial: optuna.Trial):
         for key, value in trial.user_attrs.items():  # a retried trial inherits its dead original's attributes
@@ -141,7 +158,10 @@ class Objective:
         if self.claims is not None:
             self.own(trial, index)
         study = trial.study
-        for prev in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        # One snapshot of the finished points per trial: a best value found meanwhile by another
+        # worker only makes the pruning below less aggressive, never wrong.
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        for prev in done:
             if prev.params.get(POINT_PARAM) == index:  # samplers may propose a point twice: reuse its value
                 trial.set_user_attr("duplicate_of", prev.number)
                 first = prev.user_attrs.get(RECORD_ATTR) or {"params": self.ev.arch_params(index), "metrics": {"throughput_seq_s": prev.values[0]}}
@@ -149,20 +169,22 @@ class Objective:
                 return prev.values if self.multi else prev.value
         if self.prune:
             work = float(self.ev.work_bound[index]) * self.scale(index)
-            if self.dominated(study, index, work):
+            if self.dominated(done, index, work):
                 if self.cfg.search.sampler == "bound":
                     study.set_user_attr(BOUND_STOP_ATTR, index)
                     study.stop()  # points come in decreasing work bound: none left can win
                 self._pruned(trial, index, "work_bound", work)
-            placement = self.ev.placement_bound(index, self.beat(study, index)) * self.scale(index)
-            if self.dominated(study, index, placement):
+            placement = self.ev.placement_bound(index, self.beat(done, index)) * self.scale(index)
+            if self.dominated(done, index, placement):
                 self._pruned(trial, index, "placement_bound", placement)
             listed = self.ev.schedule_bound(index) * self.scale(index)
-            if self.dominated(study, index, listed):
+            if self.dominated(done, index, listed):
                 self._pruned(trial, index, "schedule_bound", listed)
-        evaluation = self.ev.evaluate(index)
+        evaluation = self.ev.evaluate(index, self.beat(done, index) if self.prune else None)
+        trial.set_user_attr("full_eval", True)  # ILPs and DP ran, whether or not the point is then pruned
+        if not evaluation.exact:  # its layers, scheduled one at a time, showed it cannot beat the study
+            self._pruned(trial, index, "ilp_bound", evaluation.throughput_seq_s * self.scale(index))
         self.full_evals[index] = evaluation
-        trial.set_user_attr("full_eval", True)
         self._record(trial, index, evaluation)
         return self.value_of(index, evaluation.throughput_seq_s)
 
@@ -174,8 +196,7 @@ class Objective:
             self.tracker.log_trial(TrialRecord(trial.number, params, metrics, tags))
 
     def _pruned(self, trial, index: int, stage: str, bound: float):
-        trial.set_user_attr("pruned_by", stage)
-        trial.set_user_attr("bound", bound)
+        """Record the stage and bound that pruned the trial (in its record: one database write) and prune it."""
         metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "bound": bound}
         self._set_record(trial, self.ev.arch_params(index), metrics, {"pruned": True, "pruned_by": stage})
         raise optuna.TrialPruned(f"{stage} {bound:.6g} cannot beat the study")
@@ -226,8 +247,8 @@ def recover(cfg, study: optuna.Study, claims) -> None:
     """Before any worker starts: fail the trials of dead processes and re-propose their points."""
     fail_dead_trials(study, storage_url(cfg), int(cfg.search.grace_period_s), wait_s=0)
     requeue_interrupted(study, POINT_PARAM)
-    if claims is not None:
-        release_orphan_claims(study, claims, POINT_PARAM)
+    if claims is not None and release_orphan_claims(study, claims, POINT_PARAM):
+        study.set_user_attr(EXHAUSTED_ATTR, False)
 
 
 def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
@@ -237,6 +258,8 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
     ordered = cfg.search.sampler in ORDERED
     claims = study.sampler.claims if ordered else None
     objective = Objective(cfg, evaluator, multi, tracker, claims)
+    if cfg.search.sampler == "bound" and objective.prune:
+        study.sampler.skip = objective.cannot_win
     total = n_trials_for(cfg, evaluator)
     bar = tqdm(total=max(0, total - n_finished(study)), desc="trials", disable=not progress, leave=False)
 
@@ -244,13 +267,16 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
         """After each trial: advance the bar, stop when the study has all it needs."""
         if trial.state in FINISHED:
             bar.update(1)
-        if (study.sampler.exhausted or claims.count() >= len(evaluator)) if ordered else n_finished(study) >= total:
+        if ordered and study.sampler.exhausted:
+            study.set_user_attr(EXHAUSTED_ATTR, True)
+        if study.sampler.exhausted if ordered else n_finished(study) >= total:
             study.stop()
 
     def more_to_do() -> bool:
         """Whether the study still lacks trials (a finished or bound-stopped study runs none)."""
         if ordered:
-            return BOUND_STOP_ATTR not in study.user_attrs and claims.count() < len(evaluator)
+            attrs = study.user_attrs
+            return BOUND_STOP_ATTR not in attrs and not attrs.get(EXHAUSTED_ATTR) and claims.count() < len(evaluator)
         return n_finished(study) < total
 
     with graceful_interrupt(study) as interrupt:
@@ -261,8 +287,8 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
                 study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
             else:
                 fail_dead_trials(study, storage_url(cfg), int(cfg.search.grace_period_s), wait_s=int(cfg.search.grace_period_s))
-                if claims is not None:
-                    release_orphan_claims(study, claims, POINT_PARAM)
+                if claims is not None and release_orphan_claims(study, claims, POINT_PARAM):
+                    study.set_user_attr(EXHAUSTED_ATTR, False)  # their points are proposed again on resume
         bar.close()
         if tracker is not None:
             tracker.flush()
@@ -313,7 +339,26 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
         n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
         n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
         logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
+        n_skipped=n_passed_over(cfg, study, evaluator, best_trial.values[0] if best_trial else None),
     )
+
+
+def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:
+    """Points of a pruning branch-and-bound study that no trial claimed although their work bound beats
+    the best value: the sampler passed over them on their placement bound."""
+    if cfg.search.sampler != "bound" or not cfg.search.prune or best_value is None:
+        return 0
+    scale = 1.0 / evaluator.points.tdp_w.to_numpy() if cfg.search.objective == "throughput_per_tdp" else 1.0
+    above = np.flatnonzero(evaluator.work_bound * scale > best_value)
+    return len(set(above.tolist()) - set(study.sampler.claims.owners_by_point()))
+
+
+def pruned_by(trial: optuna.trial.FrozenTrial) -> tuple[float, str]:
+    """(bound, stage) that pruned a trial, from its record; (NaN, "") for one that was not pruned."""
+    record = trial.user_attrs.get(RECORD_ATTR) or {}
+    if not record.get("tags", {}).get("pruned"):
+        return float("nan"), ""
+    return float(record["metrics"]["bound"]), str(record["tags"]["pruned_by"])
 
 
 def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
@@ -322,11 +367,11 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
     rows = []
     for t in outcome.study.get_trials(deepcopy=False):
         i = t.params.get(POINT_PARAM)
-        bound = t.user_attrs.get("bound")
+        bound, stage = pruned_by(t)
         rows.append({
             "trial": t.number, "point": i, "state": t.state.name,
-            "value": t.values[0] if t.values else np.nan, "bound": np.nan if bound is None else bound,
-            "pruned_by": t.user_attrs.get("pruned_by") or "", "area_mm2": float(pts.area_mm2.iloc[i]) if i is not None else np.nan,
+            "value": t.values[0] if t.values else np.nan, "bound": bound,
+            "pruned_by": stage, "area_mm2": float(pts.area_mm2.iloc[i]) if i is not None else np.nan,
         })
     return pd.DataFrame(rows)
 

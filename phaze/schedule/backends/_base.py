@@ -30,6 +30,9 @@ class SolveParams:
     mip_gap: float
     time_limit_s: float
     threads: int
+    work_limit: float | None = None
+    """Deterministic effort limit (Gurobi work units, about a second of one core each): the same model
+    stops at the same point on every run. Backends without one (HiGHS) use only the time limit."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +44,8 @@ class SolveResult:
     x: np.ndarray | None = None
     wall_s: float = 0.0
     message: str = ""
+    work: float = 0.0
+    """Work units spent (backends with a work limit), else 0."""
 
     @property
     def has_solution(self) -> bool:

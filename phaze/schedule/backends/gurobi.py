@@ -98,6 +98,8 @@ class GurobiBackend(Backend):
             m.Params.MIPGap = float(params.mip_gap)
             m.Params.MIPGapAbs = MIP_ABS_GAP
             m.Params.TimeLimit = float(params.time_limit_s)
+            if params.work_limit is not None:
+                m.Params.WorkLimit = float(params.work_limit)
             m.Params.Threads = int(params.threads)
             m.Params.Seed = 0
             if warm_start is not None:
@@ -112,7 +114,7 @@ class GurobiBackend(Backend):
             has_sol = m.SolCount > 0
             if m.Status == GRB.OPTIMAL and has_sol:
                 kind = SolveStatus.OPTIMAL
-            elif m.Status in (GRB.TIME_LIMIT, GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
+            elif m.Status in (GRB.TIME_LIMIT, GRB.WORK_LIMIT, GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
                 kind = SolveStatus.TIME_LIMIT if has_sol else SolveStatus.NO_SOLUTION
             elif m.Status in (GRB.INFEASIBLE, GRB.INF_OR_UNBD):
                 kind = SolveStatus.INFEASIBLE
@@ -120,7 +122,7 @@ class GurobiBackend(Backend):
                 kind = SolveStatus.ERROR
             bound = float(m.ObjBound) if m.Status != GRB.INFEASIBLE else float("-inf")
             if kind in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
-                return SolveResult(kind, self.name, float(m.ObjVal), bound, np.asarray(x.X, dtype=np.float64), wall)
-            return SolveResult(kind, self.name, bound=bound, wall_s=wall, message=f"Gurobi status {m.Status}")
+                return SolveResult(kind, self.name, float(m.ObjVal), bound, np.asarray(x.X, dtype=np.float64), wall, work=float(m.Work))
+            return SolveResult(kind, self.name, bound=bound, wall_s=wall, message=f"Gurobi status {m.Status}", work=float(m.Work))
         finally:
             m.dispose()
