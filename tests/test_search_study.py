@@ -104,3 +104,16 @@ def test_local_workers_share_the_study(base, exhaustive, tmp_path):
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
     assert sorted(pd.to_numeric(runs["params.trial_number"])) == sorted(finished.trial)
+
+
+@pytest.mark.parametrize("sampler", ["bound", "grid"])
+def test_throughput_per_tdp_finds_the_exhaustive_best(base, exhaustive, sampler):
+    """search.objective=throughput_per_tdp: the pruned study's best is the best throughput / TDP over all points
+    (the bound order sorts by the work bound per watt, so its early stop stays exact)."""
+    out = study(base, f"search={sampler}", "search.objective=throughput_per_tdp")
+    key = out.evaluator.work_bound / out.evaluator.points.tdp_w.to_numpy()
+    assert (np.diff(key[out.evaluator.order_by_bound()]) <= 0).all()
+    tdp_w = out.evaluator.points.tdp_w.to_numpy()
+    per_w = exhaustive.sort_index().to_numpy() / tdp_w
+    assert out.study.best_value == pytest.approx(per_w.max(), rel=1e-12)
+    assert out.best_index == int(np.argmax(per_w)) or per_w[out.best_index] == pytest.approx(per_w.max(), rel=1e-12)

@@ -222,6 +222,13 @@ class SpaceEvaluator:
         row = self.points.iloc[index]
         return {f"hw.{a}": int(row[a]) for a in AXES}
 
+    def objective_scale(self) -> np.ndarray:
+        """Objective per sequence/s of every point: 1, or 1/TDP when search.objective=throughput_per_tdp."""
+        if self.cfg.search.objective == "throughput_per_tdp":
+            return 1.0 / self.points.tdp_w.to_numpy(dtype=np.float64)
+        return np.ones(len(self.points))
+
     def order_by_bound(self) -> np.ndarray:
-        """Point indices by decreasing work bound (ties by index), the branch-and-bound visiting order."""
-        return np.lexsort((np.arange(len(self.points)), -self.work_bound))
+        """Point indices by decreasing work bound on the objective (ties by index), the branch-and-bound
+        visiting order: once one point's bound cannot beat the study, no later point's can."""
+        return np.lexsort((np.arange(len(self.points)), -self.work_bound * self.objective_scale()))

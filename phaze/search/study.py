@@ -99,13 +99,13 @@ class Objective:
         self.tracker = tracker
         self.multi = multi
         self.claims = claims
-        self.per_tdp = cfg.search.objective == "throughput_per_tdp"
+        self.scales = evaluator.objective_scale()
         self.prune = bool(cfg.search.prune)
         self.full_evals: dict[int, Evaluation] = {}
 
     def scale(self, index: int) -> float:
         """Objective per sequence/s: 1, or 1/TDP for throughput per watt."""
-        return 1.0 / float(self.ev.points.tdp_w.iloc[index]) if self.per_tdp else 1.0
+        return float(self.scales[index])
 
     def value_of(self, index: int, throughput: float):
         value = throughput * self.scale(index)
@@ -348,8 +348,7 @@ def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_valu
     the best value: the sampler passed over them on their placement bound."""
     if cfg.search.sampler != "bound" or not cfg.search.prune or best_value is None:
         return 0
-    scale = 1.0 / evaluator.points.tdp_w.to_numpy() if cfg.search.objective == "throughput_per_tdp" else 1.0
-    above = np.flatnonzero(evaluator.work_bound * scale > best_value)
+    above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > best_value)
     return len(set(above.tolist()) - set(study.sampler.claims.owners_by_point()))
 
 
