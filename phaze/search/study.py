@@ -262,10 +262,18 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
         study.sampler.skip = objective.cannot_win
     total = n_trials_for(cfg, evaluator)
     bar = tqdm(total=max(0, total - n_finished(study)), desc="trials", disable=not progress, leave=False)
+    shown = {"pruned": 0, "best": None}
 
     def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        """After each trial: advance the bar, stop when the study has all it needs."""
+        """After each trial: advance the bar (pruned, passed over, best so far), stop when the study has all it needs."""
         if trial.state in FINISHED:
+            shown["pruned"] += trial.state == optuna.trial.TrialState.PRUNED
+            if trial.state == optuna.trial.TrialState.COMPLETE and not multi:
+                shown["best"] = trial.value if shown["best"] is None else max(shown["best"], trial.value)
+            postfix = {"pruned": shown["pruned"], "passed_over": getattr(study.sampler, "n_skipped", 0)}
+            if shown["best"] is not None:
+                postfix["best"] = f"{shown['best']:.6g}"
+            bar.set_postfix(postfix, refresh=False)
             bar.update(1)
         if ordered and study.sampler.exhausted:
             study.set_user_attr(EXHAUSTED_ATTR, True)
