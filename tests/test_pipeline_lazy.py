@@ -49,9 +49,14 @@ def test_on_demand_equals_every_layer_scheduled(setup):
     assert solved_on_demand < solved_all
 
 
-def test_bounds_chain_down_to_the_value(setup, tmp_path):
-    """work bound >= placement bound (HBM-sibling shortcut included) >= schedule bound >= throughput, on every tiny_grid point."""
-    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={setup[0].cache_dir}", f"schedule.cache_dir={tmp_path}")
+EXPERT = ["search.placement=expert", "model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1"]
+
+
+@pytest.mark.parametrize("placement", [[], EXPERT], ids=["searched", "expert"])
+def test_bounds_chain_down_to_the_value(setup, tmp_path, placement):
+    """work bound >= placement bound (HBM-sibling shortcut included) >= schedule bound >= throughput, on every
+    tiny_grid point, with the placement searched or the expert one held fixed."""
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={setup[0].cache_dir}", f"schedule.cache_dir={tmp_path}", *placement)
     ev = SpaceEvaluator(cfg)
     assert ev.points.hbm_gib.nunique() > 1
     for i in range(len(ev)):

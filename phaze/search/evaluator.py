@@ -17,7 +17,7 @@ from phaze.config import models_of
 from phaze.cost.network import Network
 from phaze.hardware.space import AXES, TPUV4_LIKE, describe_points, enumerate_space
 from phaze.cost.chip import COST_COLUMNS
-from phaze.pipeline import LayerLatencies, evaluate_point, layer_latencies, load_workloads, placement_input, placer
+from phaze.pipeline import LayerLatencies, layer_latencies, load_workloads, placement_input, placer
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.search.bounds import latencies_at, lower_bound_latencies, work_bound_throughput
 from phaze.validate import bools
@@ -91,21 +91,23 @@ class ModelEvaluator:
             self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, latencies_at(self.lower_bounds, index))
         return self._layers[key]
 
-    def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None) -> float:
-        """Throughput upper bound of one point: the placement DP on its lower-bound latencies.
+    def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None, fixed: bool = False) -> float:
+        """Throughput upper bound of one point: the placement DP (or the expert placement, `fixed`) on
+        its lower-bound latencies.
 
-        More HBM never lowers the DP's optimum, so the bound of the point with the space's largest
+        More HBM never lowers either's optimum, so the bound of the point with the space's largest
         HBM and the same latencies bounds every HBM sibling; it is computed once per signature and
         returned when it already cannot beat `beat`.
         """
         bounds = latencies_at(self.lower_bounds, index)
-        key = signature(point)
+        key = (signature(point), fixed)
         if key not in self._top_bound:
-            self._top_bound[key] = throughput_of(evaluate_point(self.cfg, point.assign(hbm_gib=self.max_hbm_gib), self.workloads, bounds))
+            top_point = point.assign(hbm_gib=self.max_hbm_gib)
+            self._top_bound[key] = throughput_of(self.placer(top_point, fixed)(bounds))
         top = self._top_bound[key]
         if (beat is not None and top <= beat) or float(point.hbm_gib.iloc[0]) == self.max_hbm_gib:
             return top
-        return throughput_of(evaluate_point(self.cfg, point, self.workloads, bounds))
+        return throughput_of(self.placer(point, fixed)(bounds))
 
     def schedule_bound(self, index: int, point: pd.DataFrame, place) -> float:
         """Throughput upper bound from the list schedules (exact where they meet their bound) and the
@@ -176,13 +178,10 @@ class SpaceEvaluator:
         return self.points.iloc[[index]].reset_index(drop=True)
 
     def placement_bound(self, index: int, beat: float | None = None) -> float:
-        """Throughput upper bound of one point: the mean of the models' placement-DP bounds (see
-        ModelEvaluator.placement_bound for `beat`).
-
-        With the placement held fixed the searched optimum bounds the fixed one, so the same bound holds.
-        """
+        """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
+        model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`)."""
         point = self.point(index)
-        return float(np.mean([m.placement_bound(index, point, beat) for m in self.models]))
+        return float(np.mean([m.placement_bound(index, point, beat, self.fixed_placement) for m in self.models]))
 
     def schedule_bound(self, index: int) -> float:
         """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over models)."""
