@@ -92,6 +92,7 @@ def pipeline_input(name: str, network_name: str, devices: int, workloads, solve:
     network = Network.from_cfg(cfg.cluster)
     t0 = time.perf_counter()
     lat = layer_latencies(cfg, point, workloads, network)
+    lat.listed_all()
     entries = sum(int(np.isfinite(v).sum()) for fields in lat.values.values() for f, v in fields.items() if f in ("fwd_s", "bwd_s"))
     over_gap = len(lat.pending)
     values = lat.solve_all() if solve else lat.values

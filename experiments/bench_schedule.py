@@ -4,7 +4,7 @@
 
 Speed: every layer graph (pre, layer, post; forward and backward; t=1, microbatch 1) of Llama-2-7B
 on `--points` seeded random points of hw=phaze_grid, scheduled per backend (gurobi, highs) with the
-production settings (1% gap, 60 s limit, 1 thread) and the cache off; the median solve seconds per
+production settings (1% gap, 60 s and schedule.work_limit limits, 1 thread) and the cache off; the median solve seconds per
 graph and per direction, the solves that reached the MILP or the time limit, and the ratio to the
 list-scheduling heuristic's time (list schedule + lower bound) on the same graphs in the same run.
 Cache: `--sweep` points scheduled in a row with the cache on (backend auto, a fresh directory),
@@ -135,7 +135,7 @@ def main() -> None:
         "# Layer scheduling benchmark (`python -m experiments.bench_schedule`)",
         "",
         f"Llama-2-7B, t={TP}, microbatch {MBS}; {args.points} seeded (seed {SEED}) random points of hw=phaze_grid; every layer graph "
-        f"(pre/layer/post x fwd/bwd); settings: gap {schedule_cfg.mip_gap:.0%}, time limit {schedule_cfg.time_limit_s:.0f} s, "
+        f"(pre/layer/post x fwd/bwd); settings: gap {schedule_cfg.mip_gap:.0%}, time limit {schedule_cfg.time_limit_s:.0f} s, work limit {schedule_cfg.work_limit}, "
         f"{schedule_cfg.threads} thread, cache off. Machine: {platform.machine()}, a 2-core host shared with other jobs.",
         "Solve time = schedule_layer end to end (list schedule, bound, MILP rounds when the two are more than the gap apart, checker). "
         "Heuristic = list schedule + lower bound only (heuristic_for). MILP solves: graphs where the backend ran; "
