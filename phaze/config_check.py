@@ -160,7 +160,7 @@ def check_schedule(s) -> None:
 
 
 def check_placement(cfg, model) -> None:
-    """A fixed placement: all three widths, within the cluster, a valid TP width, a batch it divides."""
+    """A fixed placement: all three widths, within the cluster, a valid TP width, a microbatch for every replica."""
     p = cfg.placement
     for name in ("dp", "pp", "tp"):
         _positive(p[name], f"placement.{name}", allow_zero=True)
@@ -176,8 +176,9 @@ def check_placement(cfg, model) -> None:
     if p.pp > model.num_layers:
         raise ConfigError(f"placement.pp={p.pp}: allowed values are 1..model.num_layers={model.num_layers}")
     for mbs in positive_ints(cfg.train.mbs, "train.mbs"):
-        if cfg.train.global_batch % (p.dp * mbs):
-            raise ConfigError(f"train.global_batch={cfg.train.global_batch}: must be a multiple of placement.dp x train.mbs = {p.dp} x {mbs}")
+        if p.dp * mbs > cfg.train.global_batch:
+            raise ConfigError(f"placement.dp={p.dp}: with train.mbs={mbs} some replica gets no sequence of train.global_batch="
+                              f"{cfg.train.global_batch}; allowed: placement.dp <= {cfg.train.global_batch // mbs}")
 
 
 def check_storage(url: str | None) -> None:

@@ -59,7 +59,7 @@ CASES = [
     (["schedule.mip_gap=1.5"], "schedule.mip_gap", "[0, 1)"),
     (["schedule.backend=cplex"], "schedule.backend", "highs"),
     (["placement.dp=4"], "placement.dp", "all three"),
-    (["placement.dp=3", "placement.pp=1", "placement.tp=1"], "train.global_batch", "placement.dp x train.mbs"),
+    (["train.global_batch=16", "placement.dp=16", "placement.pp=1", "placement.tp=1"], "placement.dp", "placement.dp <= 8"),
     (["placement.dp=4", "placement.pp=2", "placement.tp=4"], "placement.dp x pp x tp", "cluster.devices=16"),
 ]
 

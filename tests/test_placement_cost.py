@@ -232,7 +232,7 @@ def setup() -> dict:
     [
         (dict(dp=2, pp=2, tp=1, mbs=1, recompute=False, hbm=60.0), "exceed HBM"),
         (dict(dp=4, pp=2, tp=2, mbs=1, recompute=False), "> 8 devices"),
-        (dict(dp=3, pp=2, tp=1, mbs=1, recompute=False), "not a multiple"),
+        (dict(dp=5, pp=1, tp=1, mbs=1, recompute=False, batch=4), "smaller than dp x mbs"),
         (dict(dp=1, pp=3, tp=1, mbs=1, recompute=False), "exceeds the 2 transformer layers"),
         (dict(dp=1, pp=2, tp=4, mbs=1, recompute=False), "TP width 4"),
         (dict(dp=1, pp=2, tp=1, mbs=2, recompute=False), "microbatch size 2"),
@@ -240,7 +240,7 @@ def setup() -> dict:
 )
 def test_infeasible_fixed_plans_come_back_flagged(kwargs, reason):
     hbm = kwargs.pop("hbm", 1000.0)
-    r = evaluate_fixed(chain(hbm=hbm), **kwargs)
+    r = evaluate_fixed(chain(global_batch=kwargs.pop("batch", 8), hbm=hbm), **kwargs)
     assert not r.feasible and reason in r.reason
     assert r.time_per_batch_s == float("inf") and r.throughput_seq_s == 0.0
 
@@ -279,3 +279,16 @@ def test_input_validation():
 def test_config_and_placement_input_default_to_layer_checkpoints():
     assert TrainCfg().recompute_granularity == "layer"
     assert PlacementInput.__dataclass_fields__["recompute_granularity"].default == "layer"
+
+
+def test_uneven_data_parallelism_waits_for_the_busiest_replica():
+    """dp = 3 on a batch of 4 (as PHAZE's OPT baseline, dp = 85 on 4096): the busiest replica runs
+    ceil(4 / 3) = 2 microbatches, so the step takes as long as with dp = 2 apart from the all-reduce."""
+    from phaze.placement.plan import Plan, evaluate_plan
+
+    inp = chain(global_batch=4)
+    three = evaluate_plan(inp, Plan(1, False, 3, ((0, inp.num_parts - 1, 1),)))
+    two = evaluate_plan(inp, Plan(1, False, 2, ((0, inp.num_parts - 1, 1),)))
+    assert three.feasible and three.microbatches == 2 == two.microbatches
+    fixed = evaluate_fixed(inp, dp=3, pp=1, tp=1, mbs=1, recompute=False)
+    assert fixed.feasible and fixed.throughput_seq_s == pytest.approx(4 / fixed.time_per_batch_s)
