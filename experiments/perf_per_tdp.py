@@ -20,6 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments.paper_comparison import RESULTS, arch_of, plan_of, search  # noqa: E402
+from phaze.hardware import perf_per_tdp  # noqa: E402
 
 OBJECTIVES = ("throughput", "throughput_per_tdp")
 
@@ -29,7 +30,7 @@ def row(objective: str, outcome) -> dict:
     seq_s = outcome.best.throughput_seq_s
     return {
         "objective": objective, "best_arch": arch_of(outcome), "plan": plan_of(outcome.best.result),
-        "throughput_seq_s": seq_s, "tdp_w": float(point.tdp_w), "seq_s_per_w": seq_s / float(point.tdp_w),
+        "throughput_seq_s": seq_s, "tdp_w": float(point.tdp_w), "seq_s_per_w": perf_per_tdp(seq_s, float(point.tdp_w)),
         "points_in_budget": len(outcome.evaluator), "full_evals": outcome.n_full_evals, "wall_s": outcome.wall_s,
     }
 
