@@ -26,11 +26,12 @@ import pandas as pd
 
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
-from phaze.hardware.space import AXES, enumerate_space
+from phaze.hardware.space import enumerate_space
 from phaze.schedule import schedule_layer
 from phaze.schedule.instance import LayerProblem
 from phaze.schedule.layer import heuristic_for
 from phaze.schema import ScheduleCfg
+from phaze.search.evaluator import point_table
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS
 from tests.conftest import compose_cfg
@@ -153,7 +154,7 @@ def main() -> None:
     print(speed_report, flush=True)
     print(f"cache: {args.sweep}-point sweeps", flush=True)
     random_rate, n_random = hit_rate(workload, pick(args.sweep), network, schedule_cfg)
-    ordered = grid.sort_values(list(AXES)).reset_index(drop=True)
+    ordered = point_table(compose_cfg().hw)
     start = int(rng.integers(0, len(ordered) - args.sweep))
     grid_rate, n_grid = hit_rate(workload, [ordered.iloc[[k]] for k in range(start, start + args.sweep)], network, schedule_cfg)
     cache_report = "\n".join([

@@ -23,7 +23,7 @@ import optuna
 import pandas as pd
 
 from phaze.config import compose_config
-from phaze.hardware.space import AXES, enumerate_space
+from phaze.search.evaluator import point_table
 from phaze.search.study import POINT_PARAM, run_study, study_name
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -55,7 +55,7 @@ def stored(label: str, overrides: list[str], url: str) -> dict:
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     best = max(done, key=lambda t: t.value)
-    points = enumerate_space(cfg.hw).sort_values(list(AXES)).reset_index(drop=True)
+    points = point_table(cfg.hw)
     row = points.iloc[best.params[POINT_PARAM]]
     full = sum(bool(t.user_attrs.get("full_eval")) for t in trials)
     ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]

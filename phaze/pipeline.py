@@ -56,6 +56,8 @@ class LayerLatencies:
         """Entries holding a cheap lower bound: not list-scheduled yet."""
         self.pending: dict[tuple, tuple] = {}
         """Entries holding the schedule's lower bound, with the schedule_layer arguments that solve them."""
+        self._costed: dict[tuple, tuple] = {}
+        """Unlisted entries whose operators were already costed (for their initial bound)."""
         self.solve_s = 0.0
         self.n_solved = 0
         start = time.perf_counter()
@@ -77,11 +79,14 @@ class LayerLatencies:
                             self.values[part][f"{direction}_s"][mi, ti] = float(parallel.sum())
                             continue
                         self.values[part][f"{direction}_s"][mi, ti] = lower_bound_s(compute, unit, single, parallel, *self.cores)
+                        self._costed[key] = (compute, unit, single, parallel)
                         self.unlisted.add(key)
         self.solve_s += time.perf_counter() - start
 
     def _inputs(self, key: tuple) -> tuple:
-        """(view-free graph, unit, single-core s, all-core s) of one entry, costed on this point."""
+        """(view-free graph, unit, single-core s, all-core s) of one entry, costed on this point (once)."""
+        if key in self._costed:
+            return self._costed.pop(key)
         mi, ti, part, direction = key
         g = self.workloads[self.mbs_values[mi]].part(self.tp_values[ti], part)
         compute = (g.fwd if direction == "fwd" else g.bwd).without_views()

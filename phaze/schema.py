@@ -167,7 +167,7 @@ class ScheduleCfg:
     time_limit_s: float = 60.0
     # Gurobi effort per layer MILP in work units (~1 s of one core each; null: none). Unlike a time limit it
     # is deterministic, so a search and the grid that checks it get the same layer latencies on any load;
-    # the MILP's schedule rarely improves after the first seconds (experiments/results/schedule_bench.md).
+    # more effort rarely improves the MILP's schedule (experiments/results/work_limit_bench.md).
     work_limit: Optional[float] = 5.0
     threads: int = 1
     cache: bool = True

@@ -139,6 +139,12 @@ class ModelEvaluator:
         return place
 
 
+def point_table(hw) -> pd.DataFrame:
+    """The valid points of a hardware space in the search's order (sorted by their axes): a trial's
+    `point` parameter is a row index of this table."""
+    return enumerate_space(hw).sort_values(list(AXES)).reset_index(drop=True)
+
+
 def signature(point: pd.DataFrame) -> tuple:
     """What a point's operator latencies depend on (phaze.cost.chip.COST_COLUMNS)."""
     row = point.iloc[0]
@@ -154,7 +160,7 @@ class SpaceEvaluator:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.points = enumerate_space(cfg.hw).sort_values(list(AXES)).reset_index(drop=True)
+        self.points = point_table(cfg.hw)
         if self.points.empty:
             raise ValueError(f"hw={cfg.hw.name}: no point of the space fits the area/power budget")
         self.network = Network.from_cfg(cfg.cluster)

@@ -51,20 +51,20 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         """The next point in the order that this trial wins; SpaceExhausted (and the study stops) when none is left."""
         if self.taken is None:
             self.taken = set(self.claims.owners_by_point())
-        passed_over = self.skip(study) if self.skip is not None else None
+        passed_over = self.skip(study) if self.skip is not None else (lambda point: False)
         while not self.exhausted:
             point = self.order[self.cursor]
             self.cursor += 1
             if point in self.taken:
                 continue
-            if passed_over is not None and passed_over(point):
+            if passed_over(point):
                 self.n_skipped += 1
                 continue
             if self.claims.claim(point, trial.number):
                 return point
         owners = self.claims.owners_by_point()  # points released since (their trial died before recording them)
         for point in self.order:
-            if point not in owners and not (passed_over is not None and passed_over(point)) and self.claims.claim(point, trial.number):
+            if point not in owners and not passed_over(point) and self.claims.claim(point, trial.number):
                 return point
         study.stop()
         raise SpaceExhausted("every point is claimed by another trial")
