@@ -26,8 +26,8 @@ from phaze.workload.extract import extract_workload
 LOOP_POINTS = 200
 """Points the plain-Python loop costs (all ops of each graph on each): enough for a stable rate."""
 GPU_PRESETS = ("a100", "h100")
-IDEAL = dict(zip(DERATING_COLUMNS, (1.0, 1.0, 0.0)))
-"""Derating values of an ideal roofline: full peak rates, no per-operator overhead."""
+IDEAL = dict(zip(DERATING_COLUMNS, (1.0, 1.0, 0.0, 0, 0, 0)))
+"""Derating values of an ideal roofline: full peak rates, no per-operator overhead, no CTA tiles."""
 
 
 def derating_report(layer, network) -> None:

@@ -28,7 +28,7 @@ class ModelCfg:
     """A transformer from its published configuration; `family` picks the Hugging Face class."""
 
     name: str = MISSING
-    family: str = MISSING  # llama | gpt2 | opt | bert: the Hugging Face model class to build
+    family: str = MISSING  # llama | gpt2 | starcoder2 | opt | bert: the Hugging Face model class to build
     num_layers: int = MISSING
     hidden_size: int = MISSING
     num_heads: int = MISSING
@@ -45,6 +45,14 @@ class ModelCfg:
     pre_norm: bool = True
     # eager | flash: Hugging Face's eager attention (s^2 scores in HBM, PHAZE) or one fused FlashAttention-2 kernel.
     attention: str = "eager"
+    # The MLP activation by its Hugging Face name (empty: the family's own, e.g. GPT-2's gelu_new, six unfused
+    # operators); gelu_pytorch_tanh is the same tanh GeLU as one kernel, as Megatron's fused bias-GeLU runs it.
+    activation: str = ""
+    # Hidden and attention dropout probability (null: the family's own: GPT-2 0.1, Starcoder2 0, Llama none).
+    dropout: Optional[float] = None
+    # The framework fuses elementwise chains (Megatron/Apex/Transformer Engine kernels, torch.compile), so the
+    # forward saves only what a min-cut rematerialization partition keeps; false: every eager operator saves its inputs.
+    fused_kernels: bool = False
     source: str = ""
     expert: ExpertCfg = field(default_factory=ExpertCfg)
 
@@ -123,6 +131,14 @@ class HwCfg:
     memory_efficiency: float = 1.0
     # Fixed seconds added to every compute (tensor- or vector-core) operator: kernel launch and tail; >= 0.
     op_overhead_s: float = 0.0
+    # Fixed seconds more of every matmul kernel (its first operand tiles' load and its last tiles' epilogue); >= 0.
+    matmul_fixed_s: float = 0.0
+    # The output block a tensor core computes at a time (a GPU's CTA tile, elements; 0: one pass of its array):
+    # a matmul's blocks are dealt to the cores in waves, the last one partly idle (wave quantization).
+    matmul_tile_rows: int = 0
+    matmul_tile_cols: int = 0
+    # Reduction steps' worth of time each tile spends filling / draining its pipeline and writing its outputs.
+    matmul_tile_fill_k: int = 0
     area: AreaCfg = MISSING
     power: PowerCfg = MISSING
     source: str = ""
@@ -138,6 +154,9 @@ class ClusterCfg:
     node_size: int = MISSING
     intra_node_gbps: float = MISSING  # GB/s per chip, each direction
     inter_node_gbps: float = MISSING  # GB/s per chip, each direction
+    # Achievable fraction of each link rate for large collectives (NCCL's bus bandwidth over the line rate), in (0, 1].
+    intra_node_efficiency: float = 1.0
+    inter_node_efficiency: float = 1.0
     link_latency_s: float = 0.0
     # Collective algorithm: ring | tree (double binary tree) | best (the faster of the two per call).
     collective_algorithm: str = "ring"
@@ -146,16 +165,47 @@ class ClusterCfg:
 
 @dataclass
 class TrainCfg:
-    """Training-step knobs: global batch, precision, optimizer, and the searched microbatch/recompute."""
+    """Training-step knobs: global batch, precision, optimizer, the placement dimensions the search
+    considers (placement.* fixes one), and how the framework overlaps communication (docs/parallelism.md)."""
 
     global_batch: int = 4096
     bytes_per_elem: int = 2
+    # Bytes of a gradient element, kept and reduced (null: bytes_per_elem; Megatron keeps bf16 runs' gradients in fp32: 4).
+    grad_bytes_per_elem: Optional[int] = None
+    # Bytes of Adam's master copy of a weight below fp32 (null: an fp32 copy, 4; NeMo's Apex distributed Adam keeps
+    # only the 16 bits a bf16 weight lacks: 2).
+    master_bytes_per_param: Optional[int] = None
     optimizer: str = "sgd"  # sgd | adam
-    # A value or a list of values to search: `train.mbs=4` or `train.mbs=[1,2,4,8]` (phaze.validate checks them).
+    # A value or a list of values to search: `train.mbs=4` or `train.mbs=[1,2,4,8]` (phaze.config_values checks them).
     mbs: Any = field(default_factory=lambda: [1, 2, 4, 8])
+    # none | selective (attention core) | full, or booleans (false = none, true = full); one or a list.
     recompute: Any = field(default_factory=lambda: [False, True])
     tp_widths: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
     recompute_granularity: str = "layer"  # layer = Megatron per-layer checkpoints | stage = PHAZE's stage-input checkpoint
+    # ZeRO stages 0..3, Megatron sequence parallelism, interleaved chunks per rank, context-parallel widths and
+    # TP communication overlap to search (one value or a list each).
+    zero: Any = field(default_factory=lambda: [0])
+    sp: Any = field(default_factory=lambda: [False])
+    vp: Any = field(default_factory=lambda: [1])
+    cp: Any = field(default_factory=lambda: [1])
+    tp_comm_overlap: Any = field(default_factory=lambda: [False])
+    # eager | flash: the attention kernel, overriding model.attention (null: the model's own).
+    attention: Optional[str] = None
+    # Whether the framework's kernels are fused (see model.fused_kernels), overriding the model's (null: the model's own).
+    fused_kernels: Optional[bool] = None
+    # phaze: PHAZE's step (flush, then the gradient all-reduce, nothing overlapped) | timeline (the framework's overlaps).
+    step_model: str = "phaze"
+    # The framework reduces gradients bucket by bucket under the backward, prefetches ZeRO parameter gathers
+    # under compute, and issues TP collectives on a communication stream (single-stream chips).
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_async: bool = False
+    # Megatron-LM's pipeline scatter/gather: without sequence parallelism each TP rank sends 1/t of the replicated
+    # activation and the next stage all-gathers it over its node's links (Narayanan et al. 2021 §4.1).
+    p2p_scatter_gather: bool = False
+    # HBM bytes the optimizer step moves per parameter (its passes over weights, gradients and state: the
+    # framework presets count them, conf/train/*.yaml); 0: the update is not timed (PHAZE's step has none).
+    update_bytes_per_param: float = 0.0
 
 
 @dataclass
@@ -176,11 +226,19 @@ class ScheduleCfg:
 
 @dataclass
 class PlacementCfg:
-    """A fixed placement to evaluate; zeros mean "search it"."""
+    """A fixed placement to evaluate; zeros (or null) mean "search it" over the train.* values."""
 
     dp: int = 0
     pp: int = 0
     tp: int = 0
+    zero: Optional[int] = None  # 0..3
+    sp: Optional[bool] = None
+    vp: int = 0
+    cp: int = 0
+    tp_comm_overlap: Optional[bool] = None
+    # Transformer layers per pipeline stage (pp x vp entries with interleaving, chunks in order), for a fixed
+    # placement; null: Megatron's even split (the first num_layers mod pp stages one layer more).
+    layers_per_stage: Optional[List[int]] = None
 
 
 @dataclass
@@ -231,10 +289,29 @@ class Config:
     models: List[ModelCfg] = field(default_factory=list)
 
 
+@dataclass
+class ValidateOptions:
+    """`python -m phaze.validate`: the published runs to predict and where to write the report page."""
+
+    runs: str = "docs/validation_runs.csv"
+    # Write the markdown report here too (docs/validation.md); null: print and log only.
+    markdown: Optional[str] = None
+
+
+@dataclass
+class ValidateCfg:
+    """The fidelity check: published runs predicted with their own placements, logged to MLflow."""
+
+    validate: ValidateOptions = field(default_factory=ValidateOptions)
+    tracking: TrackingCfg = MISSING
+    cache_dir: str = ".cache/phaze"
+
+
 def register_configs() -> None:
     """Register the base schema and each group's schema so YAML files are validated against them."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
+    cs.store(name="base_validate", node=ValidateCfg)
     cs.store(group="model", name="base_model", node=ModelCfg)
     cs.store(group="hw", name="base_hw", node=HwCfg)
     cs.store(group="hw/area", name="base_area", node=AreaCfg)

@@ -39,14 +39,16 @@ def a100() -> pd.DataFrame:
 
 
 def test_4096_cubed_matmul_on_a100_by_hand(a100):
-    # 32x32 arrays: 128 x 128 output tiles over 108 SMs = ceil(16384 / 108) = 152 rounds of the 4096-deep
-    # reduction; compute-bound (HBM and L2 traffic take < 40% of it); 86.92% of the clock; plus 2.6 us.
+    # 256 x 128 CTA tiles: 16 x 32 = 512 tiles over 108 SMs = ceil(512 / 108) = 5 waves; each tile is
+    # 8 x 4 passes of the 32x32 array over the 4096-deep reduction plus 128 steps of fill and epilogue;
+    # compute-bound (HBM and L2 traffic take < 40% of it); 91.54% of the clock; plus the matmul kernel's
+    # 3 us and the 2.6 us launch.
     op = matmul_op(1, 4096, 4096, 4096)
     _, parallel = latency(op, a100)
-    assert parallel == pytest.approx(152 * 4096 / (1.41e9 * 0.8692) + 2.6e-6, rel=1e-12)
-    # The same within the 108-SM wave quantisation (0.2%) of FLOPs / (peak x efficiency) + overhead.
+    assert parallel == pytest.approx(5 * 8 * 4 * (4096 + 128) / (1.41e9 * 0.9154) + 3e-6 + 2.6e-6, rel=1e-12)
+    # The last wave holds 512 - 4 x 108 = 80 tiles: 512 / 540 of the SMs' tile slots are busy.
     peak = 2 * 108 * 32 * 32 * 1.41e9
-    assert parallel == pytest.approx(2 * 4096**3 / (peak * 0.8692) + 2.6e-6, rel=2e-3)
+    assert parallel == pytest.approx(2 * 4096**3 / (peak * 0.9154 * 512 / 540 * 4096 / 4224) + 5.6e-6, rel=1e-12)
 
 
 def test_large_elementwise_op_on_a100_by_hand(a100):
@@ -57,14 +59,15 @@ def test_large_elementwise_op_on_a100_by_hand(a100):
 
 
 @pytest.mark.parametrize("preset", ["a100", "h100"])
-def test_gpu_presets_reach_their_efficiencies_on_large_ops(preset):
+def test_gpu_presets_approach_their_efficiencies_on_large_ops(preset):
+    # Large ops reach the steady-state rates less what the tiles add (waves, fill) and the launch: a few percent.
     point = enumerate_space(compose_cfg(f"hw={preset}").hw)
     acc = Accelerator.from_row(point.iloc[0])
     mm, add = matmul_op(1, 8192, 8192, 8192), vector_op(2**28, target="add", n_inputs=2)
     out = op_latencies(ops_frame([mm, add]), point, NET, tp=1).parallel_s[:, 0]
     flops_fraction = mm["flops"] / out[0] / acc.peak_matmul_flops
     hbm_fraction = (add["bytes_read"] + add["bytes_written"]) / out[1] / acc.hbm_bytes_s
-    assert 0.99 * acc.matmul_efficiency <= flops_fraction <= acc.matmul_efficiency
+    assert 0.95 * acc.matmul_efficiency <= flops_fraction <= acc.matmul_efficiency
     assert 0.99 * acc.memory_efficiency <= hbm_fraction <= acc.memory_efficiency
 
 
@@ -79,7 +82,11 @@ def test_ideal_derating_reproduces_the_ideal_model_exactly():
 
 
 def test_a100_with_derating_switched_off_predicts_the_ideal_tiling():
-    ideal = enumerate_space(compose_cfg("hw=a100", "hw.matmul_efficiency=1.0", "hw.memory_efficiency=1.0", "hw.op_overhead_s=0").hw)
+    off = ("hw.matmul_efficiency=1.0", "hw.memory_efficiency=1.0", "hw.op_overhead_s=0", "hw.matmul_fixed_s=0")
+    tiled = enumerate_space(compose_cfg("hw=a100", *off).hw)
+    assert latency(matmul_op(1, 4096, 4096, 4096), tiled)[1] == 5 * 8 * 4 * (4096 + 128) / (1.41 * 1e9)
+    # without CTA tiles, PHAZE's array mapping: 128 x 128 output blocks of the 32x32 arrays over 108 SMs = 152 rounds
+    ideal = enumerate_space(compose_cfg("hw=a100", *off, "hw.matmul_tile_rows=0", "hw.matmul_tile_cols=0", "hw.matmul_tile_fill_k=0").hw)
     assert latency(matmul_op(1, 4096, 4096, 4096), ideal)[1] == 152 * 4096 / (1.41 * 1e9)
 
 

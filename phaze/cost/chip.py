@@ -38,6 +38,10 @@ class Chip:
     glb_bytes: np.ndarray
     tc_buffer_bytes: np.ndarray
     op_overhead_s: np.ndarray
+    matmul_fixed_s: np.ndarray
+    tile_rows: np.ndarray
+    tile_cols: np.ndarray
+    tile_fill_k: np.ndarray
 
     @classmethod
     def from_matrix(cls, values: np.ndarray) -> "Chip":
@@ -51,7 +55,8 @@ class Chip:
             hbm_bytes_s=col["hbm_gbps"] * GB * memory, glb_bytes_s=col["glb_gbps"] * GB * memory,
             core_port_bytes_s=col["core_buffer_bytes_per_cycle"] * freq_hz * memory,
             glb_bytes=col["glb_mib"] * MIB, tc_buffer_bytes=col["tc_buffer_kib"] * KIB,
-            op_overhead_s=col["op_overhead_s"],
+            op_overhead_s=col["op_overhead_s"], matmul_fixed_s=col["matmul_fixed_s"], tile_rows=col["matmul_tile_rows"], tile_cols=col["matmul_tile_cols"],
+            tile_fill_k=col["matmul_tile_fill_k"],
         )
 
 

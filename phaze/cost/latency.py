@@ -118,13 +118,23 @@ def _vector(ops: pd.DataFrame, chip):
     return single, parallel, inverse
 
 
+def collective_groups(ops: pd.DataFrame, tp: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group size, stride) of each collective: its `comm_group` / `comm_stride` columns where set,
+    else the `tp` devices of its tensor-parallel group, adjacent."""
+    n = len(ops)
+    group = ops["comm_group"].to_numpy(dtype=np.int64) if "comm_group" in ops.columns else np.zeros(n, np.int64)
+    stride = ops["comm_stride"].to_numpy(dtype=np.int64) if "comm_stride" in ops.columns else np.zeros(n, np.int64)
+    return np.where(group > 0, group, tp), np.where(stride > 0, stride, 1)
+
+
 def collective_s(ops: pd.DataFrame, network, tp: int) -> np.ndarray:
-    """Time of each collective op over the `tp` devices of its tensor-parallel group (stride 1)."""
+    """Time of each collective op over its group (phaze.cost.latency.collective_groups)."""
     times = np.empty(len(ops))
+    groups, strides = collective_groups(ops, tp)
     for i, (target, nbytes) in enumerate(zip(ops["target"], ops["comm_bytes"].to_numpy(dtype=np.float64))):
         if target not in COLLECTIVES:
             raise ValueError(f"unknown collective {target!r}; known: {sorted(COLLECTIVES)}")
-        times[i] = getattr(network, COLLECTIVES[target])(nbytes, tp)
+        times[i] = getattr(network, COLLECTIVES[target])(nbytes, int(groups[i]), int(strides[i]))
     return times
 
 

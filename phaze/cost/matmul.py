@@ -58,24 +58,51 @@ def array_cycles(b, m, k, n, rows, cols, n_cores):
     return best
 
 
+def tiled_cycles(b, m, k, n, rows, cols, n_cores, tile_rows, tile_cols, fill_k):
+    """Cycles when each core computes `tile_rows x tile_cols` output blocks (a GPU's CTA tiles, either way
+    round), streaming k (plus `fill_k` steps of pipeline fill, drain and epilogue) through its array, and the
+    blocks are dealt to the `n_cores` cores in waves (NVIDIA, "Matrix Multiplication Background User's Guide":
+    tile and wave quantization); idle cores split k when there are fewer blocks than cores (split-K)."""
+    best = None
+    for r, c in ((tile_rows, tile_cols), (tile_cols, tile_rows)):
+        blocks = b * np.ceil(m / r) * np.ceil(n / c)
+        waves = np.ceil(blocks / n_cores)
+        stream = np.ceil(k / np.maximum(1.0, np.floor(n_cores / blocks)))
+        cycles = waves * np.ceil(r / rows) * np.ceil(c / cols) * (stream + fill_k)
+        best = cycles if best is None else np.minimum(best, cycles)
+    return best
+
+
+def core_cycles(b, m, k, n, chip, n_cores):
+    """Array cycles on `n_cores` cores: PHAZE's best dataflow, or whole CTA tiles where the chip sets them."""
+    mapped = array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, n_cores)
+    if not np.any(chip.tile_rows > 0):
+        return mapped
+    tiled = tiled_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, n_cores, np.maximum(chip.tile_rows, 1.0),
+                         np.maximum(chip.tile_cols, 1.0), chip.tile_fill_k)
+    return np.where(chip.tile_rows > 0, tiled, mapped)
+
+
 def matmul_latency_s(b, m, k, n, elem_bytes, io_bytes, chip, on_chip=False):
     """(single-core, all-cores) latency in seconds; op arrays (n_ops, 1) broadcast against `chip` (1, n_points).
 
     `on_chip` marks steps of a fused kernel: their operands never go to HBM, so HBM carries only
-    their own io_bytes, while the core buffer ports still stream the blocked operands.
+    their own io_bytes, while the core buffer ports still stream the blocked operands; the chip's fixed
+    time per matmul kernel (`matmul_fixed_s`) is paid by standalone matmuls only.
     """
     blocked_hbm = np.maximum(io_bytes, blocked_bytes(b, m, k, n, tile_side(chip.glb_bytes, elem_bytes), elem_bytes))
     hbm_bytes = np.where(on_chip, io_bytes, blocked_hbm)
     port_bytes = np.maximum(hbm_bytes, blocked_bytes(b, m, k, n, tile_side(chip.tc_buffer_bytes, elem_bytes), elem_bytes))
     hbm_s = hbm_bytes / chip.hbm_bytes_s
     single = np.maximum.reduce([
-        array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, 1.0) / chip.tc_clock_hz,
+        core_cycles(b, m, k, n, chip, 1.0) / chip.tc_clock_hz,
         hbm_s,
         port_bytes / np.minimum(chip.glb_bytes_s, chip.core_port_bytes_s),
     ])
     parallel = np.maximum.reduce([
-        array_cycles(b, m, k, n, chip.tc_rows, chip.tc_cols, chip.n_tc) / chip.tc_clock_hz,
+        core_cycles(b, m, k, n, chip, chip.n_tc) / chip.tc_clock_hz,
         hbm_s,
         port_bytes / np.minimum(chip.glb_bytes_s, chip.n_tc * chip.core_port_bytes_s),
     ])
-    return single, parallel
+    fixed_s = np.where(on_chip, 0.0, chip.matmul_fixed_s)
+    return single + fixed_s, parallel + fixed_s

@@ -44,6 +44,7 @@ class Network:
 
     @classmethod
     def from_cfg(cls, cluster) -> "Network":
+        """The cluster's links at their achievable rates (line rate x efficiency)."""
         if cluster.node_size <= 0 or cluster.devices <= 0:
             raise ValueError(
                 f"cluster.devices and cluster.node_size must be positive, got {cluster.devices}, {cluster.node_size}"
@@ -51,8 +52,8 @@ class Network:
         return cls(
             devices=int(cluster.devices),
             node_size=int(min(cluster.node_size, cluster.devices)),
-            intra_bytes_s=float(cluster.intra_node_gbps) * GB,
-            inter_bytes_s=float(cluster.inter_node_gbps) * GB,
+            intra_bytes_s=float(cluster.intra_node_gbps) * GB * float(cluster.get("intra_node_efficiency", 1.0)),
+            inter_bytes_s=float(cluster.inter_node_gbps) * GB * float(cluster.get("inter_node_efficiency", 1.0)),
             latency_s=float(cluster.link_latency_s),
             algorithm=str(getattr(cluster, "collective_algorithm", "ring")),
         )
@@ -79,10 +80,14 @@ class Network:
 
     def allreduce_s(self, nbytes, n: int, stride: int = 1):
         """All-reduce time of `nbytes` (scalar or array) over n devices `stride` apart."""
+        return self.group_allreduce_s(nbytes, n, self.members_per_node(n, stride))
+
+    def group_allreduce_s(self, nbytes, n: int, per_node: int):
+        """All-reduce over a group of n devices of which `per_node` share each node."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         if n <= 1:
             return _out(np.zeros_like(nbytes))
-        k = self.members_per_node(n, stride)
+        k = int(max(1, min(n, per_node)))
         nodes = math.ceil(n / k)
         if nodes == 1:
             return _out(self._level_allreduce(nbytes, k, self.intra_bytes_s))
@@ -91,10 +96,14 @@ class Network:
 
     def reduce_scatter_s(self, nbytes, n: int, stride: int = 1):
         """Ring reduce-scatter (or all-gather: same traffic) of `nbytes` over n devices: half a ring all-reduce."""
+        return self.group_reduce_scatter_s(nbytes, n, self.members_per_node(n, stride))
+
+    def group_reduce_scatter_s(self, nbytes, n: int, per_node: int):
+        """Ring reduce-scatter (or all-gather) of `nbytes` (the whole tensor) over n devices, `per_node` per node."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         if n <= 1:
             return _out(np.zeros_like(nbytes))
-        k = self.members_per_node(n, stride)
+        k = int(max(1, min(n, per_node)))
         nodes = math.ceil(n / k)
         t = (k - 1) / k * nbytes / self.intra_bytes_s + (k - 1) * self.latency_s
         if nodes > 1:
@@ -102,6 +111,7 @@ class Network:
         return _out(t)
 
     all_gather_s = reduce_scatter_s
+    group_all_gather_s = group_reduce_scatter_s
 
     def p2p_s(self, nbytes, same_node: bool):
         """Send/receive of `nbytes` between two chips, inside a node or across nodes."""

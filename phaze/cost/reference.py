@@ -35,6 +35,22 @@ def _cycles(b, m, k, n, rows, cols, cores) -> float:
     return best
 
 
+def _tiled_cycles(b, m, k, n, acc, cores) -> float:
+    best = math.inf
+    for r, c in ((acc.matmul_tile_rows, acc.matmul_tile_cols), (acc.matmul_tile_cols, acc.matmul_tile_rows)):
+        blocks = b * math.ceil(m / r) * math.ceil(n / c)
+        stream = math.ceil(k / max(1, cores // blocks))
+        passes = math.ceil(r / acc.tc_rows) * math.ceil(c / acc.tc_cols)
+        best = min(best, math.ceil(blocks / cores) * passes * (stream + acc.matmul_tile_fill_k))
+    return best
+
+
+def _core_cycles(b, m, k, n, acc, cores) -> float:
+    if acc.matmul_tile_rows > 0:
+        return _tiled_cycles(b, m, k, n, acc, cores)
+    return _cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, cores)
+
+
 def matmul_s(op, acc) -> tuple[float, float]:
     b, m, k, n = (int(op[c]) for c in ("mm_b", "mm_m", "mm_k", "mm_n"))
     e = op["elem_bytes"] if op.get("elem_bytes", 0) > 0 else op["bytes_written"] / op["numel_out"]
@@ -47,9 +63,10 @@ def matmul_s(op, acc) -> tuple[float, float]:
     hbm_s = hbm_bytes / (acc.hbm_gbps * GB * mem)
     glb = acc.glb_gbps * GB * mem
     port = acc.core_buffer_bytes_per_cycle * f * mem
-    single = max(_cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, 1) / f_tc, hbm_s, port_bytes / min(glb, port))
-    parallel = max(_cycles(b, m, k, n, acc.tc_rows, acc.tc_cols, acc.n_tc) / f_tc, hbm_s, port_bytes / min(glb, acc.n_tc * port))
-    return single, parallel
+    single = max(_core_cycles(b, m, k, n, acc, 1) / f_tc, hbm_s, port_bytes / min(glb, port))
+    parallel = max(_core_cycles(b, m, k, n, acc, acc.n_tc) / f_tc, hbm_s, port_bytes / min(glb, acc.n_tc * port))
+    fixed_s = 0.0 if op.get("fused", False) else acc.matmul_fixed_s
+    return single + fixed_s, parallel + fixed_s
 
 
 def vector_s(op, acc) -> tuple[float, float]:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from phaze.hardware.derating import MATMUL_FIXED_COLUMN, TILE_COLUMNS
 from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
+
+
+OPTIONAL_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS
+"""Derating columns a row may lack (an accelerator without CTA tiles or a matmul latency floor)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,10 @@ class Accelerator:
     matmul_efficiency: float
     memory_efficiency: float
     op_overhead_s: float
+    matmul_fixed_s: float = 0.0
+    matmul_tile_rows: int = 0
+    matmul_tile_cols: int = 0
+    matmul_tile_fill_k: int = 0
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":
@@ -40,6 +49,8 @@ class Accelerator:
         values = {}
         for f in fields(cls):
             value = get(f.name)
+            if value is None and f.name in OPTIONAL_COLUMNS:
+                continue
             if value is None:
                 raise KeyError(f"the row has no column {f.name!r}")
             values[f.name] = int(value) if f.type == "int" else float(value)
@@ -58,7 +69,8 @@ class Accelerator:
 
     @property
     def achievable_matmul_flops(self) -> float:
-        """The tensor-core peak times `matmul_efficiency`: what large matmuls reach."""
+        """The tensor-core peak times `matmul_efficiency`: the rate of the arrays' steady state, which large
+        matmuls approach (CTA tiles only add time to it: waves, pipeline fill)."""
         return self.peak_matmul_flops * self.matmul_efficiency
 
     @property

@@ -1,7 +1,8 @@
 """How far a real chip falls short of its ideal roofline: the achievable fraction of the tensor-core
-peak and of the memory bandwidths, and a fixed time per operator (kernel launch and tail).
+peak and of the memory bandwidths, a fixed time per operator (kernel launch and tail) and per matmul kernel,
+and the CTA tiles a GPU computes matmuls in.
 
-PHAZE's abstract accelerators are ideal (1, 1, 0 s); the GPU presets take measured values
+PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles); the GPU presets take measured values
 (conf/hw/a100.yaml, h100.yaml, docs/hardware.md §5).
 """
 
@@ -15,7 +16,14 @@ EFFICIENCY_COLUMNS = ("matmul_efficiency", "memory_efficiency")
 """Fractions in (0, 1]: of the tensor-core peak, and of the HBM and on-chip buffer bandwidths."""
 OVERHEAD_COLUMN = "op_overhead_s"
 """Seconds >= 0 added to every tensor- and vector-core operator."""
-DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN,)
+MATMUL_FIXED_COLUMN = "matmul_fixed_s"
+"""Seconds >= 0 more of every matmul kernel (operand prologue, epilogue): a GEMM's latency floor."""
+TILE_COLUMNS = ("matmul_tile_rows", "matmul_tile_cols", "matmul_tile_fill_k")
+"""The output block one tensor core computes at a time (a GPU's CTA tile, in elements; 0: one pass of its
+array, PHAZE's accelerator): a matmul's output is cut into such blocks, dealt to the cores in waves; each
+block also spends the time of `matmul_tile_fill_k` more reduction steps filling and draining its pipeline
+and writing its outputs."""
+DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS
 
 
 def check_derating(values: Mapping[str, object], where: str) -> None:
@@ -28,7 +36,13 @@ def check_derating(values: Mapping[str, object], where: str) -> None:
         bad = ~((v > 0) & (v <= 1))
         if bad.any():
             raise ValueError(f"{where}{name} must be in (0, 1], got {v[bad][0]}")
-    v = np.atleast_1d(np.asarray(values[OVERHEAD_COLUMN], dtype=np.float64))
-    bad = ~(np.isfinite(v) & (v >= 0))
-    if bad.any():
-        raise ValueError(f"{where}{OVERHEAD_COLUMN} must be a finite number of seconds >= 0, got {v[bad][0]}")
+    for name in (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN):
+        v = np.atleast_1d(np.asarray(values[name], dtype=np.float64))
+        bad = ~(np.isfinite(v) & (v >= 0))
+        if bad.any():
+            raise ValueError(f"{where}{name} must be a finite number of seconds >= 0, got {v[bad][0]}")
+    for name in TILE_COLUMNS:
+        v = np.atleast_1d(np.asarray(values[name], dtype=np.float64))
+        bad = ~((v >= 0) & (v == np.floor(v)))
+        if bad.any():
+            raise ValueError(f"{where}{name} must be a whole number of elements >= 0 (0: the core's array), got {v[bad][0]}")
