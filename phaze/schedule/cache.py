@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from phaze.atomic_file import write_atomic
 from phaze.schedule.instance import RESOURCES, LayerProblem
 from phaze.schedule.result import LayerSchedule
 
@@ -75,12 +74,7 @@ class ScheduleCache:
             "fallback": schedule.fallback, "time_limit_s": float(time_limit_s), "work_limit": work_limit,
         }
         self._memory[key] = entry
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(entry, f)
-        os.replace(tmp, path)  # atomic: concurrent workers never read half a file
+        write_atomic(self._path(key), json.dumps(entry).encode())
 
 
 def _unlimited(work_limit: float | None) -> float:

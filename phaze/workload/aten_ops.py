@@ -17,7 +17,7 @@ NORM = {"native_layer_norm", "native_layer_norm_backward"}
 EMBEDDING = {"embedding", "embedding_dense_backward"}
 LOSS = {"nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward"}
 REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "argmax", "logsumexp", "prod", "cumsum"}
-COLLECTIVE = {"phaze.all_reduce"}
+COLLECTIVE = {"phaze.all_reduce", "phaze.all_gather", "phaze.reduce_scatter"}
 VIEW = {
     # Aliases and metadata-only reshapes: no data moves.
     "view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute", "expand", "unsqueeze",
@@ -26,6 +26,8 @@ VIEW = {
     # Factories of constants (masks, positions): built once, not per-layer work.
     "arange", "full", "zeros", "ones", "empty", "scalar_tensor", "new_zeros", "new_ones", "new_empty",
     "new_full", "zeros_like", "ones_like", "empty_like", "full_like", "_local_scalar_dense", "sym_size",
+    # Markers of the attention core's edges (phaze.workload.attention.attention_core): identities.
+    "phaze.attention_core",
 }
 
 

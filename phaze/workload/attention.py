@@ -13,6 +13,7 @@ the kernel executes on those shapes, so the operator tables can cost it with the
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,10 @@ HF_NAME = "phaze_fused"
 """The name of our FlashAttention function in Hugging Face's AttentionInterface. Not "phaze_flash":
 transformers treats any name containing "flash" as a request for the flash-attn package or a Hub
 kernel (utils.generic.is_flash_attention_requested) and fails to import one at model build."""
+HF_EAGER_NAME = "phaze_eager"
+"""Our wrapper of each model's own eager attention in the AttentionInterface (it marks the core)."""
+CORE_MARKER = "phaze.attention_core"
+"""Traced name of the marker operator that brackets the attention core."""
 
 FLASH_FORWARD = "phaze.flash_attention"
 FLASH_BACKWARD = "phaze.flash_attention_backward"
@@ -41,8 +46,9 @@ LSE_DTYPE = torch.float32
 
 
 def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[1] != k.shape[1] or q.shape[3] != k.shape[3]:
-        raise ValueError(f"flash attention expects q [b, s, h, d] and k, v [b, s, h_kv, d]; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or k.shape[1] % q.shape[1]:
+        raise ValueError(f"flash attention expects q [b, s, h, d] and k, v [b, s_kv, h_kv, d] (s_kv a multiple of s); "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if q.shape[2] % k.shape[2]:
         raise ValueError(f"query heads ({q.shape[2]}) must be a multiple of key/value heads ({k.shape[2]})")
 
@@ -61,8 +67,8 @@ def _reference_probs(q, k, scale: float, causal: bool, dropout_p: float):
     kh = _accumulate(k.transpose(1, 2)).repeat_interleave(group, dim=1)
     scores = qh @ kh.transpose(-1, -2) * scale
     if causal:
-        s = q.shape[1]
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), -math.inf)
+        s_q, s_kv = q.shape[1], k.shape[1]
+        scores = scores.masked_fill(torch.ones(s_q, s_kv, dtype=torch.bool, device=q.device).triu(1 + s_kv - s_q), -math.inf)
     return qh, kh, scores, group
 
 
@@ -92,7 +98,7 @@ def flash_attention_backward(
     """(dq, dk, dv) from the recomputed P = exp(S - lse): FlashAttention-2's backward (arXiv 2307.08691 Alg. 2)."""
     _check_layout(q, k, v)
     qh, kh, scores, group = _reference_probs(q, k, scale, causal, dropout_p)
-    b, s, h_kv, d = k.shape
+    b, s_kv, h_kv, d = k.shape
     probs = torch.exp(scores - _accumulate(lse)[..., None])
     vh = _accumulate(v.transpose(1, 2)).repeat_interleave(group, dim=1)
     do = _accumulate(grad_out.transpose(1, 2))
@@ -104,7 +110,7 @@ def flash_attention_backward(
     dk = ds.transpose(-1, -2) @ qh
 
     def per_kv_head(x):
-        return x.view(b, h_kv, group, s, d).sum(2).transpose(1, 2).to(k.dtype).contiguous()
+        return x.view(b, h_kv, group, s_kv, d).sum(2).transpose(1, 2).to(k.dtype).contiguous()
 
     return dq.transpose(1, 2).to(q.dtype).contiguous(), per_kv_head(dk), per_kv_head(dv)
 
@@ -130,23 +136,67 @@ def _backward(ctx, grad_out, grad_lse):
 flash_attention.register_autograd(_backward, setup_context=_setup_context)
 
 
+@torch.library.custom_op("phaze::attention_core", mutates_args=())
+def attention_core(x: torch.Tensor, end: bool) -> torch.Tensor:
+    """Marks where the attention core (scores, softmax, dropout, weighted values: what selective recompute
+    runs again, Korthikanti et al. 2022 §5) starts (on q, k, v) or ends (on its output); costs nothing."""
+    return x.clone()
+
+
+@attention_core.register_fake
+def _attention_core_fake(x: torch.Tensor, end: bool) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+attention_core.register_autograd(lambda ctx, grad: (grad, None))
+
+
+def core_region(fn, query, key, value):
+    """fn(query, key, value) -> (output, weights), with its inputs and output marked as the attention core's edges."""
+    out, weights = fn(attention_core(query, False), attention_core(key, False), attention_core(value, False))
+    return attention_core(out, True), weights
+
+
+CONTEXT_PARALLEL_ATTR = "phaze_context_parallel"
+"""Attribute of an attention module holding (cp, stride) when its sequence is split over cp ranks."""
+
+
 def hf_flash_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Hugging Face attention function: heads-first [b, h, s, d] in, ([b, s, h, d], no weights) out.
 
     Causal when the module is (decoders: Llama, GPT-2, OPT; not BERT's encoder). The additive mask is
     not read: causality is the kernel's flag and the traced sequences are full, unpadded ones.
+    Under context parallelism (the module's CONTEXT_PARALLEL_ATTR) the local queries attend to the
+    keys and values of the whole sequence, all-gathered over the cp ranks (the volume a ring
+    exchange moves); gathered tensors are not kept for backward (phaze.workload.trace re-gathers them).
     """
     scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
     causal = bool(kwargs.get("is_causal", module.is_causal))
-    out, _ = flash_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale, causal, float(dropout))
-    return out, None
+    cp = getattr(module, CONTEXT_PARALLEL_ATTR, None)
+
+    def core(q, k, v):
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        if cp is not None and cp[0] > 1:
+            from phaze.workload.tensor_parallel import gather_sequence
+
+            k, v = gather_sequence(k, *cp, context=True), gather_sequence(v, *cp, context=True)
+        return flash_attention(q.transpose(1, 2), k, v, scale, causal, float(dropout))[0], None
+
+    return core_region(core, query, key, value)
+
+
+def hf_eager_attention(module, query, key, value, attention_mask, **kwargs):
+    """The module's own Hugging Face eager attention (its modeling file's eager_attention_forward), with the core marked."""
+    eager = sys.modules[type(module).__module__].eager_attention_forward
+    return core_region(lambda q, k, v: eager(module, q, k, v, attention_mask, **kwargs), query, key, value)
 
 
 def register_with_transformers() -> None:
-    """Make `hf_config._attn_implementation = HF_NAME` select hf_flash_attention (idempotent)."""
+    """Make `hf_config._attn_implementation` HF_NAME select hf_flash_attention and HF_EAGER_NAME hf_eager_attention (idempotent)."""
     from transformers import AttentionInterface
 
     AttentionInterface.register(HF_NAME, hf_flash_attention)
+    AttentionInterface.register(HF_EAGER_NAME, hf_eager_attention)
 
 
 def check_attention(name: str) -> str:
@@ -174,18 +224,22 @@ class KernelStep:
         return math.prod(self.out_shape)
 
 
-def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool) -> list[KernelStep]:
-    """The matmuls and vector passes of one FlashAttention kernel on q of shape [b, s, heads, d], in order.
+def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool, kv_len: int | None = None) -> list[KernelStep]:
+    """The matmuls and vector passes of one FlashAttention kernel on q of shape [b, s, heads, d] against
+    `kv_len` keys (default s), in order.
 
     Every query head does its own matmuls (GQA shares K/V tiles, not work), so the batch is b * heads.
-    Causal: the key length seen per query row is s * CAUSAL_WORK_FRACTION (n of S = QK^T, k of PV, ...).
+    Causal: the key length seen per query row is kv_len * CAUSAL_WORK_FRACTION (n of S = QK^T, k of PV, ...);
+    with context parallelism each rank holds two mirrored chunks of the sequence (Megatron-Core's load
+    balancing), so its queries too see half the keys on average.
     Forward: S = Q K^T, P = softmax(S) (online; dropout fused, its mask regenerated from the RNG state
     in backward, never stored), O = P V. Backward recomputes S and P, then dV = P^T dO, dP = dO V^T,
     dS = P * (dP - rowsum(dO * O)), dQ = dS K, dK = dS^T Q.
     """
     b, s, h, d = q_shape
     bh = b * h
-    keys = math.ceil(s * CAUSAL_WORK_FRACTION) if causal else s
+    kv_len = s if kv_len is None else kv_len
+    keys = math.ceil(kv_len * CAUSAL_WORK_FRACTION) if causal else kv_len
     scores = (bh, s, keys)
 
     def mm(step, m, k, n):

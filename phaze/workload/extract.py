@@ -18,19 +18,20 @@ import torch
 import transformers
 from omegaconf import DictConfig, OmegaConf
 
+from phaze.atomic_file import write_atomic
 from phaze.workload.families import build_parts, count_params
-from phaze.workload.graph import PARTS, Workload
+from phaze.workload.graph import PARTS, Shard, Workload
 from phaze.workload.trace import part_graph
 
 log = logging.getLogger(__name__)
 
-EXTRACTOR_VERSION = 3
+EXTRACTOR_VERSION = 5
 """Bump when the extracted tables change meaning, so stale caches are not reused."""
 
 ARCH_FIELDS = (
     "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
     "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
-    "attention",
+    "attention", "activation", "dropout", "fused_kernels",
 )
 """The model fields that change the extracted graphs (name, source and expert placement do not)."""
 
@@ -54,30 +55,39 @@ def valid_tp_widths(model_cfg, tp_widths) -> list[int]:
     ]
 
 
-def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths) -> str:
+def shards_of(model_cfg, tp_widths, sp_values=(False,), cp_values=(1,)) -> list[Shard]:
+    """The distinct shards to trace: every valid TP width x sequence parallelism x context-parallel width
+    (sequence parallelism only where a TP group exists)."""
+    widths = valid_tp_widths(model_cfg, tp_widths)
+    return sorted({Shard(t, bool(sp), int(cp)).canonical() for t in widths for sp in sp_values for cp in cp_values},
+                  key=lambda s: (s.cp, s.sp, s.tp))
+
+
+def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(False,), cp_values=(1,)) -> str:
     arch = {k: _as_dict(model_cfg).get(k) for k in ARCH_FIELDS}
+    shards = [(s.tp, s.sp, s.cp) for s in shards_of(model_cfg, tp_widths, sp_values, cp_values)]
     blob = json.dumps(
-        {"arch": arch, "mbs": mbs, "bytes": bytes_per_elem, "tp": sorted(tp_widths), "v": EXTRACTOR_VERSION,
+        {"arch": arch, "mbs": mbs, "bytes": bytes_per_elem, "shards": shards, "v": EXTRACTOR_VERSION,
          "torch": torch.__version__, "transformers": transformers.__version__},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8)) -> Workload:
-    """Build and trace the model for each valid TP width: pre, layer and post graphs both ways."""
+def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,)) -> Workload:
+    """Build and trace the model for each valid shard: pre, layer and post graphs both ways."""
     if mbs <= 0:
         raise ValueError(f"train.mbs must be positive, got {mbs}")
     if bytes_per_elem not in DTYPES:
         raise ValueError(f"train.bytes_per_elem={bytes_per_elem} is not supported; allowed: {sorted(DTYPES)}")
-    widths = valid_tp_widths(model_cfg, tp_widths)
-    if not widths:
+    shards = shards_of(model_cfg, tp_widths, sp_values, cp_values)
+    if not shards:
         raise ValueError(f"no TP width in {list(tp_widths)} fits model {model_cfg.name} (max_tp={model_cfg.max_tp}, heads={model_cfg.num_heads})")
     dtype = DTYPES[bytes_per_elem]
     graphs = {}
-    for t in widths:
-        parts = build_parts(model_cfg, mbs, t, dtype)
-        graphs[t] = {p: part_graph(p, parts[p], t, mbs, model_cfg.seq_len) for p in PARTS}
+    for shard in shards:
+        parts = build_parts(model_cfg, mbs, shard.tp, dtype, sp=shard.sp, cp=shard.cp)
+        graphs[shard] = {p: part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False))) for p in PARTS}
     return Workload(
         model_name=model_cfg.name,
         num_layers=model_cfg.num_layers,
@@ -89,21 +99,19 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     )
 
 
-def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None) -> Workload:
-    """The workload from the disk cache when present (keyed by a hash of the architecture), else extracted and stored."""
+def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
+                     sp_values=(False,), cp_values=(1,)) -> Workload:
+    """The workload from the disk cache when present (keyed by a hash of the architecture and shards), else extracted and stored."""
     path = None
     if cache_dir is not None:
-        path = Path(cache_dir) / "workload" / f"{model_cfg.name}-{cache_key(model_cfg, mbs, bytes_per_elem, tp_widths)}.pkl"
+        key = cache_key(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values)
+        path = Path(cache_dir) / "workload" / f"{model_cfg.name}-{key}.pkl"
         if path.exists():
             with path.open("rb") as f:
                 return pickle.load(f)
     start = time.perf_counter()
-    workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths)
+    workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values)
     log.info("extracted %s mbs=%d in %.1f s", model_cfg.name, mbs, time.perf_counter() - start)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("wb") as f:
-            pickle.dump(workload, f, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(path)
+        write_atomic(path, pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL))
     return workload

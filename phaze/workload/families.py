@@ -13,13 +13,15 @@ from typing import Callable
 import torch
 from torch import nn
 
-from phaze.workload.attention import HF_NAME, check_attention, register_with_transformers
+from phaze.workload.attention import CONTEXT_PARALLEL_ATTR, HF_EAGER_NAME, HF_NAME, check_attention, register_with_transformers
+from phaze.workload.graph import Shard
 from phaze.workload.tensor_parallel import (
     TPPlan,
     shard_block,
     shard_vocab_embedding,
     shard_vocab_head,
     cross_entropy,
+    split_sequence,
     vocab_parallel_cross_entropy,
 )
 
@@ -56,21 +58,50 @@ class Family:
     build_config: Callable
     model_class: Callable
     tp_plan: TPPlan
-    make_parts: Callable  # (model, cfg, mbs, t, dtype) -> dict[str, PartSpec]
+    make_parts: Callable  # (model, cfg, mbs, shard, dtype) -> dict[str, PartSpec]
     blocks: Callable  # model -> nn.ModuleList of transformer blocks
 
 
-def _hidden(cfg, mbs: int, dtype, width: int | None = None) -> torch.Tensor:
-    return torch.empty(mbs, cfg.seq_len, width or cfg.hidden_size, device="meta", dtype=dtype, requires_grad=True)
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "relu2", "silu")
+"""model.activation values (Hugging Face ACT2FN names); empty keeps the family's own."""
 
 
-def _ids(cfg, mbs: int) -> torch.Tensor:
-    return torch.empty(mbs, cfg.seq_len, device="meta", dtype=LABEL_DTYPE)
+def _activation(cfg, key: str) -> dict:
+    """The Hugging Face config argument `key` for model.activation, or nothing for the family's default."""
+    name = cfg.get("activation", "") or ""
+    if name and name not in ACTIVATIONS:
+        raise ValueError(f"model.activation={name!r} is not supported; allowed: {list(ACTIVATIONS)} or empty")
+    return {key: name} if name else {}
 
 
-def _causal_mask(cfg, mbs: int, dtype) -> torch.Tensor:
+def _dropout(cfg) -> float | None:
+    """model.dropout (hidden and attention dropout probability), or None for the family's own."""
+    value = cfg.get("dropout")
+    return None if value is None else float(value)
+
+
+def _hidden(cfg, mbs: int, seq: int, dtype, width: int | None = None) -> torch.Tensor:
+    return torch.empty(mbs, seq, width or cfg.hidden_size, device="meta", dtype=dtype, requires_grad=True)
+
+
+def _ids(mbs: int, seq: int) -> torch.Tensor:
+    return torch.empty(mbs, seq, device="meta", dtype=LABEL_DTYPE)
+
+
+def _causal_mask(mbs: int, seq: int, dtype) -> torch.Tensor:
     """The additive [b, 1, s, s] mask Hugging Face passes to every eager-attention block."""
-    return torch.empty(mbs, 1, cfg.seq_len, cfg.seq_len, device="meta", dtype=dtype)
+    return torch.empty(mbs, 1, seq, seq, device="meta", dtype=dtype)
+
+
+def _lengths(cfg, shard: Shard) -> tuple[int, int]:
+    """(tokens of a context-parallel rank, tokens entering a block on one device: 1/t of them under sequence parallelism)."""
+    local = cfg.seq_len // shard.cp
+    return local, cfg.seq_len // shard.seq_split
+
+
+def _scattered(x: torch.Tensor, shard: Shard) -> torch.Tensor:
+    """The pre-layers' output as a block takes it: this device's sequence slice under sequence parallelism."""
+    return split_sequence(x, shard.tp) if shard.sp and shard.tp > 1 else x
 
 
 # ---------------------------------------------------------------- Llama
@@ -81,16 +112,25 @@ def _llama_config(cfg, num_layers: int):
         hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size,
         max_position_embeddings=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
+        **_activation(cfg, "hidden_act"),
     )
 
 
-def _llama_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
+def _llama_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
+    """Llama-style parts (also Starcoder2): token embedding, rotary positions computed once for the blocks,
+    final norm and LM head; an embedding dropout when the config has one."""
+    t = shard.tp
+    local, block_in = _lengths(cfg, shard)
     inner = model.model
     inner.embed_tokens = shard_vocab_embedding(inner.embed_tokens, t)
-    model.lm_head = shard_vocab_head(model.lm_head, t)
-    h = _hidden(cfg, mbs, dtype)
-    positions = torch.arange(cfg.seq_len, device="meta")[None]
-    cos, sin = inner.rotary_emb(h, positions)
+    model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
+    positions = torch.arange(local, device="meta")[None]
+    cos, sin = inner.rotary_emb(_hidden(cfg, mbs, local, dtype), positions)
+    embed_dropout = float(getattr(model.config, "embedding_dropout", 0.0))
+
+    def pre(m, ids):
+        x = _scattered(m["embed"](ids), shard)
+        return torch.nn.functional.dropout(x, p=embed_dropout, training=True) if embed_dropout else x
 
     def layer(m, x, cos_, sin_, mask):
         return m["block"](x, attention_mask=mask, position_embeddings=(cos_, sin_))
@@ -99,41 +139,62 @@ def _llama_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
         return vocab_parallel_cross_entropy(m["head"](m["norm"](x)), labels, t)
 
     return {
-        "pre": PartSpec(Part({"embed": inner.embed_tokens}, lambda m, ids: m["embed"](ids)), (_ids(cfg, mbs),), None),
-        "layer": PartSpec(Part({"block": inner.layers[0]}, layer), (h, cos, sin, _causal_mask(cfg, mbs, dtype)), 0),
-        "post": PartSpec(Part({"norm": inner.norm, "head": model.lm_head}, post), (_hidden(cfg, mbs, dtype), _ids(cfg, mbs)), 0),
+        "pre": PartSpec(Part({"embed": inner.embed_tokens}, pre), (_ids(mbs, local),), None),
+        "layer": PartSpec(Part({"block": inner.layers[0]}, layer), (_hidden(cfg, mbs, block_in, dtype), cos, sin, _causal_mask(mbs, local, dtype)), 0),
+        "post": PartSpec(Part({"norm": inner.norm, "head": model.lm_head}, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
     }
+
+
+# ---------------------------------------------------------------- Starcoder2: a GPT block with grouped-query attention
+def _starcoder2_config(cfg, num_layers: int):
+    """LayerNorm, non-gated GeLU MLP, biases, rotary positions and grouped-query attention: Megatron-Core's
+    default GPT with --group-query-attention (and, with activation relu2, Nemotron-4)."""
+    from transformers import Starcoder2Config
+
+    dropout = _dropout(cfg)
+    return Starcoder2Config(
+        hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size,
+        max_position_embeddings=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
+        **_activation(cfg, "hidden_act"),
+        **({"residual_dropout": dropout, "embedding_dropout": dropout, "attention_dropout": dropout} if dropout is not None else {}),
+    )
 
 
 # ---------------------------------------------------------------- GPT-2 (also Megatron GPT-2 / GPT-3)
 def _gpt2_config(cfg, num_layers: int):
     from transformers import GPT2Config
 
+    dropout = _dropout(cfg)
     return GPT2Config(
         n_embd=cfg.hidden_size, n_layer=num_layers, n_head=cfg.num_heads, n_inner=cfg.ffn_hidden_size,
         vocab_size=cfg.vocab_size, n_positions=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
+        **_activation(cfg, "activation_function"),
+        **({"resid_pdrop": dropout, "embd_pdrop": dropout, "attn_pdrop": dropout} if dropout is not None else {}),
     )
 
 
-def _gpt2_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
+def _gpt2_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
+    t = shard.tp
+    local, block_in = _lengths(cfg, shard)
     tr = model.transformer
     tr.wte = shard_vocab_embedding(tr.wte, t)
-    model.lm_head = shard_vocab_head(model.lm_head, t)
+    model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
 
     def pre(m, ids):
         positions = torch.arange(ids.shape[1], device=ids.device)[None]
-        return m["drop"](m["wte"](ids) + m["wpe"](positions))
+        return m["drop"](_scattered(m["wte"](ids) + m["wpe"](positions), shard))
 
     def post(m, x, labels):
         return vocab_parallel_cross_entropy(m["head"](m["ln_f"](x)), labels, t)
 
     return {
-        "pre": PartSpec(Part({"wte": tr.wte, "wpe": tr.wpe, "drop": tr.drop}, pre), (_ids(cfg, mbs),), None),
+        "pre": PartSpec(Part({"wte": tr.wte, "wpe": tr.wpe, "drop": tr.drop}, pre), (_ids(mbs, local),), None),
         "layer": PartSpec(
             Part({"block": tr.h[0]}, lambda m, x, mask: m["block"](x, attention_mask=mask)),
-            (_hidden(cfg, mbs, dtype), _causal_mask(cfg, mbs, dtype)), 0,
+            (_hidden(cfg, mbs, block_in, dtype), _causal_mask(mbs, local, dtype)), 0,
         ),
-        "post": PartSpec(Part({"ln_f": tr.ln_f, "head": model.lm_head}, post), (_hidden(cfg, mbs, dtype), _ids(cfg, mbs)), 0),
+        "post": PartSpec(Part({"ln_f": tr.ln_f, "head": model.lm_head}, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
     }
 
 
@@ -145,14 +206,16 @@ def _opt_config(cfg, num_layers: int):
         hidden_size=cfg.hidden_size, ffn_dim=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
         num_attention_heads=cfg.num_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
         word_embed_proj_dim=cfg.word_embed_proj_dim or cfg.hidden_size, do_layer_norm_before=cfg.pre_norm,
-        tie_word_embeddings=cfg.tie_word_embeddings,
+        tie_word_embeddings=cfg.tie_word_embeddings, **_activation(cfg, "activation_function"),
     )
 
 
-def _opt_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
+def _opt_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
+    t = shard.tp
+    local, block_in = _lengths(cfg, shard)
     dec = model.model.decoder
     dec.embed_tokens = shard_vocab_embedding(dec.embed_tokens, t)
-    model.lm_head = shard_vocab_head(model.lm_head, t)
+    model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
     pre_mods = {"embed": dec.embed_tokens, "pos": dec.embed_positions}
     if dec.project_in is not None:
         pre_mods["proj_in"] = dec.project_in
@@ -168,7 +231,7 @@ def _opt_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
         x = m["embed"](ids)
         if "proj_in" in m:
             x = m["proj_in"](x)
-        return x + m["pos"](ones, 0, position_ids=positions)
+        return _scattered(x + m["pos"](ones, 0, position_ids=positions), shard)
 
     def post(m, x, labels):
         if "norm" in m:
@@ -178,12 +241,12 @@ def _opt_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
         return vocab_parallel_cross_entropy(m["head"](x), labels, t)
 
     return {
-        "pre": PartSpec(Part(pre_mods, pre), (_ids(cfg, mbs),), None),
+        "pre": PartSpec(Part(pre_mods, pre), (_ids(mbs, local),), None),
         "layer": PartSpec(
             Part({"block": dec.layers[0]}, lambda m, x, mask: m["block"](x, attention_mask=mask)[0]),
-            (_hidden(cfg, mbs, dtype), _causal_mask(cfg, mbs, dtype)), 0,
+            (_hidden(cfg, mbs, block_in, dtype), _causal_mask(mbs, local, dtype)), 0,
         ),
-        "post": PartSpec(Part(post_mods, post), (_hidden(cfg, mbs, dtype), _ids(cfg, mbs)), 0),
+        "post": PartSpec(Part(post_mods, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
     }
 
 
@@ -194,18 +257,20 @@ def _bert_config(cfg, num_layers: int):
     return BertConfig(
         hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
         num_attention_heads=cfg.num_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=cfg.tie_word_embeddings,
+        tie_word_embeddings=cfg.tie_word_embeddings, **_activation(cfg, "hidden_act"),
     )
 
 
-def _bert_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
+def _bert_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
+    t = shard.tp
+    local, block_in = _lengths(cfg, shard)
     bert, heads = model.bert, model.cls
     bert.embeddings.word_embeddings = shard_vocab_embedding(bert.embeddings.word_embeddings, t)
-    heads.predictions.decoder = shard_vocab_head(heads.predictions.decoder, t)
+    heads.predictions.decoder = shard_vocab_head(heads.predictions.decoder, t, shard.sp)
     heads.predictions.bias = heads.predictions.decoder.bias
 
     def pre(m, ids):
-        return m["emb"](input_ids=ids, token_type_ids=torch.zeros_like(ids))
+        return _scattered(m["emb"](input_ids=ids, token_type_ids=torch.zeros_like(ids)), shard)
 
     def post(m, x, labels):
         mlm_logits = m["mlm"](x)
@@ -213,16 +278,16 @@ def _bert_parts(model, cfg, mbs: int, t: int, dtype) -> dict[str, PartSpec]:
         nsp_labels = labels[:, 0].remainder(nsp_logits.shape[-1])
         return vocab_parallel_cross_entropy(mlm_logits, labels, t) + cross_entropy(nsp_logits, nsp_labels)
 
-    padding_mask = torch.empty(mbs, 1, 1, cfg.seq_len, device="meta", dtype=dtype)
+    padding_mask = torch.empty(mbs, 1, 1, local, device="meta", dtype=dtype)
     return {
-        "pre": PartSpec(Part({"emb": bert.embeddings}, pre), (_ids(cfg, mbs),), None),
+        "pre": PartSpec(Part({"emb": bert.embeddings}, pre), (_ids(mbs, local),), None),
         "layer": PartSpec(
             Part({"block": bert.encoder.layer[0]}, lambda m, x, mask: m["block"](x, attention_mask=mask)),
-            (_hidden(cfg, mbs, dtype), padding_mask), 0,
+            (_hidden(cfg, mbs, block_in, dtype), padding_mask), 0,
         ),
         "post": PartSpec(
             Part({"pooler": bert.pooler, "mlm": heads.predictions, "nsp": heads.seq_relationship}, post),
-            (_hidden(cfg, mbs, dtype), _ids(cfg, mbs)), 0,
+            (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0,
         ),
     }
 
@@ -234,11 +299,19 @@ def _transformers_class(name: str):
 
 
 FAMILIES: dict[str, Family] = {
+    "starcoder2": Family(
+        "starcoder2", _starcoder2_config, lambda: _transformers_class("Starcoder2ForCausalLM"),
+        TPPlan(
+            column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.c_fc"),
+            row=("self_attn.o_proj", "mlp.c_proj"), copy_to=("self_attn", "mlp"), attention="self_attn",
+        ),
+        _llama_parts, lambda m: m.model.layers,
+    ),
     "llama": Family(
         "llama", _llama_config, lambda: _transformers_class("LlamaForCausalLM"),
         TPPlan(
             column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
-            row=("self_attn.o_proj", "mlp.down_proj"), copy_to=("self_attn", "mlp"),
+            row=("self_attn.o_proj", "mlp.down_proj"), copy_to=("self_attn", "mlp"), attention="self_attn",
         ),
         _llama_parts, lambda m: m.model.layers,
     ),
@@ -246,7 +319,7 @@ FAMILIES: dict[str, Family] = {
         "gpt2", _gpt2_config, lambda: _transformers_class("GPT2LMHeadModel"),
         TPPlan(
             column=("attn.c_attn", "mlp.c_fc"), row=("attn.c_proj", "mlp.c_proj"), copy_to=("attn", "mlp"),
-            head_attrs=(("attn", "split_size"), ("attn", "num_heads")),
+            head_attrs=(("attn", "split_size"), ("attn", "num_heads")), attention="attn",
         ),
         _gpt2_parts, lambda m: m.transformer.h,
     ),
@@ -255,6 +328,7 @@ FAMILIES: dict[str, Family] = {
         TPPlan(
             column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
             row=("self_attn.out_proj", "fc2"), copy_to=("self_attn", "fc1"), head_attrs=(("self_attn", "num_heads"),),
+            attention="self_attn",
         ),
         _opt_parts, lambda m: m.model.decoder.layers,
     ),
@@ -263,6 +337,7 @@ FAMILIES: dict[str, Family] = {
         TPPlan(
             column=("attention.self.query", "attention.self.key", "attention.self.value", "intermediate.dense"),
             row=("attention.output.dense", "output.dense"), copy_to=("attention.self", "intermediate"),
+            attention="attention.self",
         ),
         _bert_parts, lambda m: m.bert.encoder.layer,
     ),
@@ -283,11 +358,9 @@ def build_model(cfg, num_layers: int, dtype=torch.bfloat16) -> nn.Module:
     attention or our FlashAttention operator (`model.attention`)."""
     family = family_of(cfg)
     hf_cfg = family.build_config(cfg, num_layers)
-    if cfg.attention == "flash":
-        register_with_transformers()
-        hf_cfg._attn_implementation = HF_NAME
-    else:
-        hf_cfg._attn_implementation = "eager"  # SDPA on meta fails inside AOTAutograd (ecosystem.md §6.2)
+    register_with_transformers()
+    # Our eager wrapper calls the model's own eager attention (SDPA on meta fails inside AOTAutograd, ecosystem.md §6.2).
+    hf_cfg._attn_implementation = HF_NAME if cfg.attention == "flash" else HF_EAGER_NAME
     with torch.device("meta"):
         model = family.model_class()(hf_cfg)
     return model.to(dtype).train()
@@ -298,12 +371,20 @@ def count_params(cfg) -> int:
     return sum(p.numel() for p in build_model(cfg, cfg.num_layers).parameters())
 
 
-def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 0) -> dict[str, PartSpec]:
-    """Pre / layer / post parts of the model sharded for one device of a t-wide TP group."""
+def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 0, sp: bool = False, cp: int = 1) -> dict[str, PartSpec]:
+    """Pre / layer / post parts of the model sharded for one device of a t-wide TP group (sequence-parallel
+    with `sp`) holding 1/cp of the sequence (context parallelism: cp > 1 needs model.attention=flash)."""
     family = family_of(cfg)
+    shard = Shard(t, sp, cp).canonical()
+    if cfg.seq_len % shard.seq_split:
+        raise ValueError(f"model.seq_len={cfg.seq_len} does not split into {shard.seq_split} pieces (cp x tp under sequence parallelism)")
+    if cp > 1 and cfg.attention != "flash":
+        raise ValueError("context parallelism needs model.attention=flash (Megatron-Core runs it on fused attention)")
     model = build_model(cfg, max(2, layer_index + 1), dtype)
     blocks = family.blocks(model)
     if layer_index:
         blocks[0] = blocks[layer_index]
-    shard_block(blocks[0], family.tp_plan, t)
-    return family.make_parts(model, cfg, mbs, t, dtype)
+    shard_block(blocks[0], family.tp_plan, t, shard.sp)
+    if cp > 1:
+        setattr(blocks[0].get_submodule(family.tp_plan.attention), CONTEXT_PARALLEL_ATTR, (cp, t))
+    return family.make_parts(model, cfg, mbs, shard, dtype)

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+SEQ_DIM = 1
+"""The sequence dimension of [batch, sequence, hidden] activations."""
+
 PARTS = ("pre", "layer", "post")
 """pre: embeddings; layer: the repeated transformer block; post: final norm, LM head and loss."""
 
@@ -20,7 +23,7 @@ every other kind runs on vector cores."""
 OP_COLUMNS = (
     "op_id", "name", "target", "kind", "out_shape", "in_shapes", "numel_out", "flops",
     "bytes_read", "bytes_written", "param_bytes", "saved_bytes",
-    "mm_b", "mm_m", "mm_k", "mm_n", "comm_bytes", "elem_bytes", "fused",
+    "mm_b", "mm_m", "mm_k", "mm_n", "comm_bytes", "comm_group", "comm_stride", "comm_context", "elem_bytes", "fused", "core",
 )
 EDGE_COLUMNS = ("src", "dst", "bytes")
 
@@ -31,11 +34,13 @@ class OpGraph:
 
     `ops` has OP_COLUMNS, one row per operator, `op_id` = 0..n-1 in a topological order. For a
     matmul, (mm_b, mm_m, mm_k, mm_n) is C[b, m, n] = A[b, m, k] @ B[b, k, n]; zeros otherwise.
-    `comm_bytes` is the tensor size a collective reduces; `saved_bytes` (forward only) the bytes of
+    `comm_bytes` is the size of the whole tensor a collective reduces or gathers, over `comm_group`
+    devices `comm_stride` apart (a TP group: adjacent; a context-parallel group, `comm_context`: a TP group apart);
+    `saved_bytes` (forward only) the bytes of
     the op's output kept for the backward pass; `elem_bytes` the size of one element it computes.
     `fused` marks a step inside a fused kernel (FlashAttention): its operands stay on chip, so its
-    own bytes_read / bytes_written are all the memory traffic it causes. `edges` (src, dst, bytes)
-    are data dependencies.
+    own bytes_read / bytes_written are all the memory traffic it causes. `core` marks the attention
+    core (forward only), which selective recompute runs again. `edges` (src, dst, bytes) are data dependencies.
     """
 
     ops: pd.DataFrame
@@ -98,6 +103,9 @@ class LayerGraph:
     """Activation bytes entering the part for one microbatch: what a pipeline stage receives."""
     output_bytes: float
     """Activation bytes leaving the part for one microbatch: what a pipeline stage sends."""
+    core_saved_bytes: float = 0.0
+    """The part of saved_bytes the attention core keeps internally (scores, softmax, dropout): what
+    selective recompute does not store."""
 
     def matmul_flops(self) -> float:
         return self.fwd.total("flops", "matmul") + self.bwd.total("flops", "matmul")
@@ -105,6 +113,24 @@ class LayerGraph:
     def n_collectives(self) -> tuple[int, int]:
         """(forward, backward) number of collective operators."""
         return (int((self.fwd.ops["kind"] == "collective").sum()), int((self.bwd.ops["kind"] == "collective").sum()))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """How one device's slice of the model is cut: TP width, sequence parallelism, context-parallel width."""
+
+    tp: int = 1
+    sp: bool = False
+    cp: int = 1
+
+    def canonical(self) -> "Shard":
+        """Sequence parallelism at TP width 1 is no parallelism: the same graphs as without it."""
+        return Shard(self.tp, self.sp and self.tp > 1, self.cp)
+
+    @property
+    def seq_split(self) -> int:
+        """Into how many pieces the sequence entering a block is cut on one device."""
+        return self.cp * (self.tp if self.sp and self.tp > 1 else 1)
 
 
 @dataclass(frozen=True)
@@ -118,18 +144,24 @@ class Workload:
     bytes_per_elem: int
     params: int
     """Unique parameters of the whole model as built (tied weights counted once)."""
-    graphs: dict[int, dict[str, LayerGraph]] = field(default_factory=dict)
-    """tp -> part ("pre", "layer", "post") -> graph."""
+    graphs: dict[Shard, dict[str, LayerGraph]] = field(default_factory=dict)
+    """Shard (tp, sp, cp; canonical) -> part ("pre", "layer", "post") -> graph."""
 
     @property
     def tp_widths(self) -> list[int]:
-        return sorted(self.graphs)
+        return sorted({s.tp for s in self.graphs})
 
-    def part(self, tp: int, part: str) -> LayerGraph:
-        return self.graphs[tp][part]
+    def has(self, tp: int, sp: bool = False, cp: int = 1) -> bool:
+        return Shard(tp, sp, cp).canonical() in self.graphs
 
-    def train_matmul_flops_per_seq(self, tp: int) -> float:
-        """Matmul FLOPs of one training step (fwd + bwd) per sequence, summed over all devices of a TP group."""
-        g = self.graphs[tp]
+    def part(self, tp: int, part: str, sp: bool = False, cp: int = 1) -> LayerGraph:
+        return self.graphs[Shard(tp, sp, cp).canonical()][part]
+
+    def train_matmul_flops_per_seq(self, tp: int | None = None) -> float:
+        """Matmul FLOPs of one training step (fwd + bwd) per sequence, summed over all devices of a TP (and
+        context-parallel) group: from the shard without sequence or context parallelism at width `tp` when
+        extracted, else from the first shard (the total does not depend on how it is cut)."""
+        shard = Shard(tp) if tp is not None and Shard(tp) in self.graphs else next(iter(self.graphs))
+        g = self.graphs[shard]
         per_mb = g["pre"].matmul_flops() + self.num_layers * g["layer"].matmul_flops() + g["post"].matmul_flops()
-        return per_mb * tp / self.mbs
+        return per_mb * shard.tp * shard.cp / self.mbs

@@ -1,10 +1,15 @@
-"""Megatron-LM tensor parallelism applied to a built model (Shoeybi et al. 2019, arXiv 1909.08053 §3).
+"""Megatron-LM tensor parallelism applied to a built model (Shoeybi et al. 2019, arXiv 1909.08053 §3),
+with sequence parallelism (Korthikanti et al. 2022, arXiv 2205.05198 §4.2.2).
 
 Column-parallel linears keep 1/t of their output features, row-parallel linears 1/t of their input
 features; an all-reduce follows each row-parallel linear in forward ("reduce from" region) and its
 mirror all-reduces the input gradient of each column-parallel block in backward ("copy to"
-region). The all-reduce is a real operator (`phaze::all_reduce`), so it appears in the traced
-forward and backward graphs exactly where Megatron communicates.
+region). With sequence parallelism the regions between them (layer norms, dropouts, residual adds)
+hold 1/t of the sequence: the all-reduce becomes a reduce-scatter along the sequence and the copy an
+all-gather (the same volume). The collectives are real operators (`phaze::all_reduce`,
+`phaze::all_gather`, `phaze::reduce_scatter`), so they appear in the traced forward and backward
+graphs exactly where Megatron communicates; their arguments say the group size and how many devices
+apart its members are (TP ranks are adjacent, context-parallel ranks a TP group apart).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from phaze.workload.graph import SEQ_DIM
 
 @torch.library.custom_op("phaze::all_reduce", mutates_args=())
 def all_reduce(x: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -24,6 +30,62 @@ def all_reduce(x: torch.Tensor, group_size: int) -> torch.Tensor:
 @all_reduce.register_fake
 def _all_reduce_fake(x: torch.Tensor, group_size: int) -> torch.Tensor:
     return torch.empty_like(x)
+
+
+@torch.library.custom_op("phaze::all_gather", mutates_args=())
+def all_gather(x: torch.Tensor, group_size: int, stride: int, dim: int, context: bool) -> torch.Tensor:
+    """The slices of the `group_size` devices (members `stride` devices apart) concatenated along `dim`;
+    `context`: the group is the context-parallel ranks (keys and values of ring attention), else a TP group."""
+    return torch.cat([x] * group_size, dim=dim)
+
+
+@all_gather.register_fake
+def _all_gather_fake(x: torch.Tensor, group_size: int, stride: int, dim: int, context: bool) -> torch.Tensor:
+    shape = list(x.shape)
+    shape[dim] *= group_size
+    return x.new_empty(shape)
+
+
+@torch.library.custom_op("phaze::reduce_scatter", mutates_args=())
+def reduce_scatter(x: torch.Tensor, group_size: int, stride: int, dim: int, context: bool) -> torch.Tensor:
+    """This device's 1/group_size slice along `dim` of the sum over the group (one device: a copy)."""
+    return x.narrow(dim, 0, x.shape[dim] // group_size).clone()
+
+
+@reduce_scatter.register_fake
+def _reduce_scatter_fake(x: torch.Tensor, group_size: int, stride: int, dim: int, context: bool) -> torch.Tensor:
+    shape = list(x.shape)
+    if shape[dim] % group_size:
+        raise ValueError(f"reduce-scatter over {group_size} devices needs dimension {dim} ({shape[dim]}) divisible by it")
+    shape[dim] //= group_size
+    return x.new_empty(shape)
+
+
+def _collective_context(ctx, inputs, output):
+    ctx.args = inputs[1:]
+
+
+all_gather.register_autograd(lambda ctx, grad: (reduce_scatter(grad, *ctx.args), None, None, None, None), setup_context=_collective_context)
+reduce_scatter.register_autograd(lambda ctx, grad: (all_gather(grad, *ctx.args), None, None, None, None), setup_context=_collective_context)
+
+
+def token_dim(x: torch.Tensor) -> int:
+    """The token dimension: the sequence of [batch, sequence, hidden], the rows of a flattened [tokens, hidden]
+    (OPT's MLP) or of heads-last [batch, sequence, heads, head_dim] keys and values."""
+    return SEQ_DIM if x.dim() >= 3 else 0
+
+
+def gather_sequence(x: torch.Tensor, group_size: int, stride: int = 1, context: bool = False) -> torch.Tensor:
+    return all_gather(x, group_size, stride, token_dim(x), context)
+
+
+def scatter_sequence(x: torch.Tensor, group_size: int, stride: int = 1, context: bool = False) -> torch.Tensor:
+    return reduce_scatter(x, group_size, stride, token_dim(x), context)
+
+
+def split_sequence(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """This device's slice of a replicated activation (Megatron's scatter_to_sequence_parallel_region: no communication)."""
+    return x.narrow(token_dim(x), 0, x.shape[token_dim(x)] // group_size)
 
 
 class _ReduceFromTP(torch.autograd.Function):
@@ -71,6 +133,8 @@ class TPPlan:
     """Modules whose input is the shared input of a column-parallel group (gradient all-reduce)."""
     head_attrs: tuple[tuple[str, str], ...] = ()
     """(module path, attribute) integers that count heads or feature widths per device: divided by t."""
+    attention: str = ""
+    """The attention module (its keys and values are gathered under context parallelism)."""
 
 
 def _split_linear(module: nn.Module, t: int, dim: str) -> nn.Module:
@@ -109,30 +173,33 @@ def set_submodule(root: nn.Module, path: str, new: nn.Module) -> None:
     setattr(root.get_submodule(parent) if parent else root, name, new)
 
 
-def shard_block(block: nn.Module, plan: TPPlan, t: int) -> None:
-    """Turn a transformer block into the slice one device of a t-wide TP group holds, with its collectives."""
+def shard_block(block: nn.Module, plan: TPPlan, t: int, sp: bool = False) -> None:
+    """Turn a transformer block into the slice one device of a t-wide TP group holds, with its collectives
+    (with `sp`, the sequence-parallel ones)."""
     if t == 1:
         return
     for path in plan.column:
         set_submodule(block, path, _split_linear(block.get_submodule(path), t, "out"))
+    reduce = (lambda x: scatter_sequence(x, t)) if sp else (lambda x: reduce_from_tp(x, t))
     for path in plan.row:
         new = _split_linear(block.get_submodule(path), t, "in")
-        new.register_forward_hook(lambda mod, args, out: reduce_from_tp(out, t))
+        new.register_forward_hook(lambda mod, args, out: reduce(out))
         set_submodule(block, path, new)
+    copy = (lambda x: gather_sequence(x, t)) if sp else (lambda x: copy_to_tp(x, t))
     for path in plan.copy_to:
-        block.get_submodule(path).register_forward_pre_hook(_copy_to_hook(t), with_kwargs=True)
+        block.get_submodule(path).register_forward_pre_hook(input_hook(copy), with_kwargs=True)
     for path, attr in plan.head_attrs:
         mod = block.get_submodule(path)
         setattr(mod, attr, _divide(getattr(mod, attr), t, f"{path}.{attr}"))
 
 
-def _copy_to_hook(t: int):
-    """Pre-hook that routes a module's hidden-state input (first positional or `hidden_states`) through copy_to_tp."""
+def input_hook(fn):
+    """Pre-hook that routes a module's hidden-state input (first positional or `hidden_states`) through fn."""
 
     def hook(module, args, kwargs):
         if args:
-            return (copy_to_tp(args[0], t), *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": copy_to_tp(kwargs["hidden_states"], t)}
+            return (fn(args[0]), *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": fn(kwargs["hidden_states"])}
 
     return hook
 
@@ -146,13 +213,15 @@ def shard_vocab_embedding(emb: nn.Embedding, t: int) -> nn.Embedding:
     return new
 
 
-def shard_vocab_head(head: nn.Linear, t: int) -> nn.Linear:
-    """Vocab-parallel LM head: column-parallel over the vocabulary; its input gradient is all-reduced."""
+def shard_vocab_head(head: nn.Linear, t: int, sp: bool = False) -> nn.Linear:
+    """Vocab-parallel LM head: column-parallel over the vocabulary; its input gradient is all-reduced
+    (with `sp`: its sequence-parallel input is all-gathered, the gradient reduce-scattered)."""
     has_bias = head.bias is not None
     with torch.device(head.weight.device):
         new = nn.Linear(head.in_features, vocab_shard(head.out_features, t), bias=has_bias).to(head.weight.dtype)
     if t > 1:
-        new.register_forward_pre_hook(lambda mod, args: (copy_to_tp(args[0], t),))
+        copy = gather_sequence if sp else copy_to_tp
+        new.register_forward_pre_hook(lambda mod, args: (copy(args[0], t),))
     return new
 
 
