@@ -39,9 +39,7 @@ from phaze.cost.network import Network
 from phaze.hardware import enumerate_space
 from phaze.pipeline import layer_latencies, load_workloads, placement_input
 from phaze.placement import evaluate_fixed, optimize, reference, warm_up
-from phaze.placement.dp import pareto_fronts
-from phaze.placement.memory import state_bytes_per_param_byte
-from phaze.placement.solve import chain_arrays
+from phaze.placement.solve import Config, Group, chain_arrays, kernel_fronts
 
 MODELS = ("llama2", "megatron_gpt3_175b")
 DEVICE_COUNTS = (1024, 16384)
@@ -136,17 +134,14 @@ def scale_table(repeats: int, solve: bool) -> tuple[dict, dict]:
 
 def ratio_to_reference(inp, repeats: int) -> None:
     """Plain-Python reference vs Numba on one case: the kernel on the same unpruned work, then optimize() end to end."""
-    mi, rc, cap = 0, True, inp.num_parts + 1
+    config = Config(vi=0, recompute="full", zero=0)
     k_max = min(inp.devices, int(inp.tp_values.max()) * inp.num_parts)
-    chain = chain_arrays(inp, mi, tuple(range(len(inp.tp_values))), True)
-    mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
-    q_max = min(inp.num_parts, k_max)
-    rep_k, rep_m = np.array([k_max]), np.array([inp.global_batch])
-    (loads, _, _, ok), secs_kernel = timed(
-        lambda: pareto_fronts(*chain.args(), mult, float(inp.hbm_bytes), rc, inp.per_layer_recompute, cap,
-                              q_max, k_max, rep_k, rep_m, np.inf, KERNEL_FRONT_CAPACITY), REPEATS)
-    fronts, secs_py = timed(lambda: reference.pareto_fronts(inp, mi, inp.tp_values.tolist(), True, rc, cap, k_max), 1)
-    assert ok and len(loads) == sum(len(points) for points in fronts.values())
+    chain = chain_arrays(inp, config.vi, config.recompute, tuple(range(len(inp.tp_values))), True)
+    group = Group(cap=inp.num_parts + 1, replicas=((1, inp.global_batch, k_max),), k_max=k_max)
+    ((loads, _, counts, _), _), secs_kernel = timed(
+        lambda: kernel_fronts(chain, inp, config, group, k_max, np.inf, KERNEL_FRONT_CAPACITY), REPEATS)
+    fronts, secs_py = timed(lambda: reference.pareto_fronts(inp, config, chain, group, k_max), 1)
+    assert int(counts.sum()) == sum(len(points) for points in fronts.values())
     print(f"kernel ratio, same unpruned work (llama2 D=1024 {FLAT}, mbs=1, recompute, all widths, k<={k_max}): "
           f"Python {secs_py:.2f} s, Numba {secs_kernel:.4f} s, Python / Numba = {secs_py / secs_kernel:.0f}x "
           f"(target >= {RATIO_TARGET}x)")

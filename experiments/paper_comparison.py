@@ -75,7 +75,7 @@ def plan_of(result) -> str:
     if result is None or not result.feasible:
         return "none fits"
     s = result.strategy
-    return f"pp{s.pp} dp{s.dp} tp{s.tp} mbs{s.mbs}{' rc' if s.recompute else ''}"
+    return f"pp{s.pp} dp{s.dp} tp{s.tp} mbs{s.mbs}{' rc' if s.recompute != 'none' else ''}"
 
 
 def arch_of(outcome) -> str:

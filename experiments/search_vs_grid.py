@@ -23,6 +23,7 @@ import optuna
 import pandas as pd
 
 from phaze.config import compose_config
+from phaze.report.results_log import append_section
 from phaze.search.evaluator import point_table
 from phaze.search.study import POINT_PARAM, run_study, study_name
 
@@ -92,11 +93,7 @@ def main() -> None:
         f"{rows[0]['full_eval_fraction']:.2%} of the grid (target at most {MAX_FULL_EVAL_FRACTION:.0%}).",
         "",
     ])
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "search_vs_grid.md"
-    head = "" if path.exists() else "# The search against the exhaustive grid\n\n"
-    with path.open("a") as f:
-        f.write(head + text)
+    append_section(RESULTS / "search_vs_grid.md", "The search against the exhaustive grid", text)
     print(text)
 
 

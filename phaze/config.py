@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
@@ -16,7 +17,10 @@ MODEL_GROUP = "model"
 
 def compose_config(*overrides: str):
     """The job config for these command-line style overrides, e.g. compose_config("model=gpt2", "hw=tpuv4");
-    `model=[a,b,...]` fills cfg.models as `python -m phaze.run` does."""
+    `model=[a,b,...]` fills cfg.models as `python -m phaze.run` does. Inside a running Hydra app (conf/ is
+    already its search path) it composes there."""
+    if GlobalHydra.instance().is_initialized():
+        return attach_models(compose(config_name="config", overrides=list(overrides)), overrides)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return attach_models(compose(config_name="config", overrides=list(overrides)), overrides)
 

@@ -16,15 +16,17 @@ import sys
 from phaze import schema
 from phaze.cost.network import ALGORITHMS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
-from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES
+from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
+from phaze.placement.memory import MASTER_BYTES_CHOICES
+from phaze.plan_space import options
 from phaze.schedule.backends import BACKEND_CHOICES
 from phaze.search.evaluator import PLACEMENTS
 from phaze.search.samplers import SAMPLERS
 from phaze.search.study import OBJECTIVES, storage_url
-from phaze.validate import ConfigError, bools, positive_ints
+from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.workload.attention import ATTENTION_IMPLEMENTATIONS
 from phaze.workload.extract import DTYPES, valid_tp_widths
-from phaze.workload.families import FAMILIES
+from phaze.workload.families import ACTIVATIONS, FAMILIES
 
 EXIT_CONFIG = 2
 """Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
@@ -59,6 +61,10 @@ def check_model(m) -> None:
     """Architecture fields: positive sizes, heads that divide the hidden size, a known family and attention."""
     _choice(m.family, "model.family", sorted(FAMILIES))
     _choice(m.attention, "model.attention", ATTENTION_IMPLEMENTATIONS)
+    if m.activation:
+        _choice(m.activation, "model.activation", ACTIVATIONS)
+    if m.dropout is not None and not 0 <= m.dropout < 1:
+        raise ConfigError(f"model.dropout={m.dropout}: allowed values are in [0, 1), or null (the family's own)")
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size", "seq_len",
                  "max_position_embeddings", "max_tp"):
         positive_ints(m[name], f"model.{name}")
@@ -124,17 +130,33 @@ def check_cluster(c) -> None:
     _positive(c.intra_node_gbps, "cluster.intra_node_gbps")
     _positive(c.inter_node_gbps, "cluster.inter_node_gbps")
     _positive(c.link_latency_s, "cluster.link_latency_s", allow_zero=True)
+    _fraction(c.intra_node_efficiency, "cluster.intra_node_efficiency")
+    _fraction(c.inter_node_efficiency, "cluster.inter_node_efficiency")
     _choice(c.collective_algorithm, "cluster.collective_algorithm", ALGORITHMS)
 
 
 def check_train(cfg, m) -> None:
-    """Batch, precision, optimizer, microbatches (dividing the global batch) and TP widths against the heads."""
+    """Batch, precision, optimizer, microbatches (dividing the global batch), TP widths against the heads,
+    and the placement dimensions the preset searches."""
     t = cfg.train
     positive_ints(t.global_batch, "train.global_batch")
     _choice(t.bytes_per_elem, "train.bytes_per_elem", sorted(DTYPES))
+    if t.grad_bytes_per_elem is not None:
+        _choice(t.grad_bytes_per_elem, "train.grad_bytes_per_elem", sorted(DTYPES))
+    if t.master_bytes_per_param is not None:
+        _choice(t.master_bytes_per_param, "train.master_bytes_per_param", MASTER_BYTES_CHOICES)
     _choice(t.optimizer, "train.optimizer", OPTIMIZERS)
     _choice(t.recompute_granularity, "train.recompute_granularity", RECOMPUTE_GRANULARITIES)
-    bools(t.recompute, "train.recompute")
+    _choice(t.step_model, "train.step_model", STEP_MODELS)
+    if t.attention is not None:
+        _choice(t.attention, "train.attention", ATTENTION_IMPLEMENTATIONS)
+    recompute_options(t.recompute)
+    _positive(t.update_bytes_per_param, "train.update_bytes_per_param", allow_zero=True)
+    zero_stages(t.zero, "train.zero")
+    bools(t.sp, "train.sp")
+    bools(t.tp_comm_overlap, "train.tp_comm_overlap")
+    positive_ints(t.vp, "train.vp")
+    positive_ints(t.cp, "train.cp")
     for mbs in positive_ints(t.mbs, "train.mbs"):
         if t.global_batch % mbs:
             raise ConfigError(f"train.global_batch={t.global_batch}: must be a multiple of every train.mbs (here {mbs}), "
@@ -159,17 +181,73 @@ def check_schedule(s) -> None:
     positive_ints(s.threads, "schedule.threads")
 
 
+def check_dimensions(cfg, model) -> None:
+    """The placement dimensions to consider (placement.* or train.*): valid values, and what each needs of
+    the model, the step model and the others."""
+    p = cfg.placement
+    if p.zero is not None:
+        zero_stages(p.zero, "placement.zero")
+    for name in ("vp", "cp"):
+        _positive(p[name], f"placement.{name}", allow_zero=True)
+    zeros, cps, sps, overlaps = options(cfg, "zero"), options(cfg, "cp"), options(cfg, "sp"), options(cfg, "tp_comm_overlap")
+    if cfg.train.step_model == "phaze" and (max(zeros) > 0 or max(cps) > 1):
+        field = "placement.zero" if max(zeros) > 0 else "placement.cp"
+        raise ConfigError(f"{field}: ZeRO and context parallelism need train.step_model=timeline (e.g. train=megatron); "
+                          "PHAZE's step all-reduces every stage's weights over the replicas; allowed with train.step_model=phaze: zero 0, cp 1")
+    if True in overlaps and True not in sps:
+        raise ConfigError("placement.tp_comm_overlap=true: needs sequence parallelism (Transformer Engine overlaps its all-gathers "
+                          "and reduce-scatters); allowed: placement.sp=true or train.sp containing true")
+    attention = cfg.train.attention or model.attention
+    for cp in cps:
+        if cp > 1 and attention != "flash":
+            raise ConfigError(f"placement.cp={cp}: context parallelism needs FlashAttention (model.attention=flash or train.attention=flash)")
+        if model.seq_len % (2 * cp):
+            raise ConfigError(f"placement.cp={cp}: must cut model.seq_len={model.seq_len} into 2 x cp equal chunks (Megatron-Core's causal "
+                              f"load balancing); allowed: {[c for c in range(1, model.seq_len // 2 + 1) if model.seq_len % (2 * c) == 0][:12]}")
+        if True in sps:
+            for width in valid_tp_widths(model, list(cfg.train.tp_widths)):
+                if model.seq_len % (cp * width):
+                    raise ConfigError(f"placement.sp=true: model.seq_len={model.seq_len} does not split over cp x tp = {cp} x {width} ranks")
+    for vp in options(cfg, "vp"):
+        if vp > 1 and p.pp and (p.pp < 2 or model.num_layers % (p.pp * vp)):
+            allowed = [v for v in range(1, model.num_layers + 1) if model.num_layers % (max(p.pp, 1) * v) == 0]
+            raise ConfigError(f"placement.vp={vp}: Megatron's interleaved schedule needs pp >= 2 and model.num_layers={model.num_layers} "
+                              f"divisible by pp x vp = {p.pp} x {vp}; allowed with placement.pp={p.pp}: {allowed if p.pp >= 2 else [1]}")
+
+
+def check_layers_per_stage(cfg, model) -> None:
+    """placement.layers_per_stage: one count per pipeline stage (pp x vp chunks), the layers summing to the model's,
+    every stage but the first and last (which hold the embedding and the loss) with a layer."""
+    p = cfg.placement
+    layers = p.get("layers_per_stage")
+    if layers is None:
+        return
+    if not p.pp:
+        raise ConfigError("placement.layers_per_stage: needs a fixed placement (placement.dp, placement.pp and placement.tp)")
+    vp = max(options(cfg, "vp"))
+    chunks = int(p.pp) * max(vp, 1)
+    counts = [int(n) for n in layers]
+    if len(counts) != chunks or sum(counts) != model.num_layers:
+        raise ConfigError(f"placement.layers_per_stage={counts}: must list pp x vp = {chunks} counts summing to "
+                          f"model.num_layers={model.num_layers}")
+    if min(counts) < 0 or (chunks > 2 and min(counts[1:-1]) < 1):
+        raise ConfigError(f"placement.layers_per_stage={counts}: counts must be >= 0, and >= 1 for every stage but the first and last")
+
+
 def check_placement(cfg, model) -> None:
     """A fixed placement: all three widths, within the cluster, a valid TP width, a microbatch for every replica."""
     p = cfg.placement
     for name in ("dp", "pp", "tp"):
         _positive(p[name], f"placement.{name}", allow_zero=True)
+    check_dimensions(cfg, model)
+    check_layers_per_stage(cfg, model)
     if not (p.dp or p.pp or p.tp):
         return
     if not (p.dp and p.pp and p.tp):
         raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
-    if p.dp * p.pp * p.tp > cfg.cluster.devices:
-        raise ConfigError(f"placement.dp x pp x tp = {p.dp * p.pp * p.tp}: allowed is at most cluster.devices={cfg.cluster.devices}")
+    cp = max(options(cfg, "cp"))
+    if p.dp * p.pp * p.tp * cp > cfg.cluster.devices:
+        raise ConfigError(f"placement.dp x pp x tp x cp = {p.dp * p.pp * p.tp * cp}: allowed is at most cluster.devices={cfg.cluster.devices}")
     if p.tp not in valid_tp_widths(model, list(cfg.train.tp_widths)):
         raise ConfigError(f"placement.tp={p.tp}: allowed values are {valid_tp_widths(model, list(cfg.train.tp_widths))} "
                           "(train.tp_widths that divide the model's heads, up to model.max_tp)")

@@ -17,7 +17,11 @@ from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.config_check import check_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
-from phaze.validate import ConfigError, bools, positive_ints
+from phaze.config_values import ConfigError, positive_ints, recompute_options
+from phaze.plan_space import options
+
+DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap")
+"""Placement dimensions beyond PHAZE's (placement.* fixes one, train.* lists the searched ones)."""
 
 GIB = 2**30
 
@@ -26,6 +30,7 @@ def result_record(result) -> dict:
     """The JSON fields `phaze.evaluate` promises, from a PlacementResult."""
     s = result.strategy
     return {
+        **s.fields(),
         "feasible": result.feasible,
         "reason": result.reason,
         "time_per_batch_s": result.time_per_batch_s,
@@ -34,11 +39,6 @@ def result_record(result) -> dict:
         "model_tflops_per_device": result.model_tflops_per_device,
         "mfu": result.mfu,
         "memory_per_device_gib": result.memory_per_device_bytes / GIB,
-        "dp": s.dp,
-        "pp": s.pp,
-        "tp": s.tp if isinstance(s.tp, int) else list(s.tp),
-        "mbs": s.mbs,
-        "recompute": s.recompute,
         "devices_used": s.devices_used,
         "stage_bounds": [list(b) for b in s.stage_bounds],
         "breakdown_s": result.breakdown,
@@ -46,12 +46,16 @@ def result_record(result) -> dict:
 
 
 def check_fixed(cfg) -> None:
-    """A fixed placement needs one microbatch size and one recompute choice."""
+    """A fixed placement needs one microbatch size, one recompute choice and one value of each dimension."""
     if cfg.placement.dp or cfg.placement.pp or cfg.placement.tp:
         if not (cfg.placement.dp and cfg.placement.pp and cfg.placement.tp):
             raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
-        if len(positive_ints(cfg.train.mbs, "train.mbs")) != 1 or len(bools(cfg.train.recompute, "train.recompute")) != 1:
+        if len(positive_ints(cfg.train.mbs, "train.mbs")) != 1 or len(recompute_options(cfg.train.recompute)) != 1:
             raise ConfigError("train.mbs and train.recompute: a fixed placement takes one value of each")
+        for name in DIMENSIONS:
+            if len(options(cfg, name)) != 1:
+                raise ConfigError(f"placement.{name}: a fixed placement takes one value (train.{name}={options(cfg, name)} lists several); "
+                                  f"set placement.{name}")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -73,7 +77,8 @@ def main(cfg) -> None:
     record = result_record(result)
     print(
         f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}: dp={record['dp']} pp={record['pp']} tp={record['tp']} "
-        f"mbs={record['mbs']} recompute={record['recompute']} -> {record['throughput_seq_s']:.2f} seq/s, "
+        f"cp={record['cp']} vp={record['vp']} mbs={record['mbs']} recompute={record['recompute']} zero={record['zero']} "
+        f"sp={record['sp']} tp_comm_overlap={record['tp_comm_overlap']} -> {record['throughput_seq_s']:.2f} seq/s, "
         f"MFU {record['mfu']:.1%}, {record['memory_per_device_gib']:.1f} GiB/device"
     )
     print(json.dumps(record))

@@ -11,38 +11,65 @@ import time
 import numpy as np
 import pandas as pd
 
+from phaze.config_values import positive_ints, recompute_options
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import Accelerator
-from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
+from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize, stage_bounds_of_layers
+from phaze.plan_space import LayerVariant, layer_variants, options, placement_space, training_model
 from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
-from phaze.validate import bools, positive_ints
+from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS, Workload
 
 GIB = 2**30
 
 
-LATENCY_FIELDS = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s")
+LATENCY_FIELDS = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s", "core_fwd_s")
+"""Per-part latencies a placement reads; core_fwd_s is the attention core's forward (selective recompute)."""
 DIRECTIONS = ("fwd", "bwd")
+SIZE_FIELDS = ("param_bytes", "saved_bytes", "input_bytes", "output_bytes", "core_saved_bytes")
+
+
+def variant_graph(workloads: dict[int, Workload], variant: LayerVariant, tp: int, part: str):
+    """The part's LayerGraph for a layer variant at TP width tp, or None when it was not extracted."""
+    w = workloads[variant.mbs]
+    return w.part(tp, part, variant.sp, variant.cp) if w.has(tp, variant.sp, variant.cp) else None
+
+
+def core_fwd_s(ops, unit, parallel_s) -> np.ndarray:
+    """The attention core's forward time: its compute operators on all cores, one after another (what
+    selective recompute runs again in backward); 0 without a marked core. [P] for parallel_s [n_ops, P]."""
+    if "core" not in ops.columns:
+        return np.zeros(np.asarray(parallel_s).shape[1:])
+    mask = ops["core"].to_numpy(dtype=bool) & np.isin(unit, ("tc", "vc"))
+    return np.asarray(parallel_s)[mask].sum(axis=0)
+
+
+def single_stream_s(compute, unit, parallel_s, opts: StreamOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(makespan, exposed communication) of a direction on a chip without inter-operator parallelism."""
+    makespan = stream_makespan(compute, unit, parallel_s, opts)
+    busy = np.asarray(parallel_s)[np.isin(unit, ("tc", "vc"))].sum(axis=0)
+    return makespan, np.maximum(makespan - busy, 0.0)
 
 
 class LayerLatencies:
-    """Every (mbs, TP width, part, direction) of one point, scheduled only as far as a placement needs.
+    """Every (layer variant, TP width, part, direction) of one point, scheduled only as far as a placement needs.
 
-    `values` is shaped as part_latencies returns ({part: {field: [len(mbs), len(tp)]}}, NaN where a
-    width was not extracted). Each entry goes through up to three states, each value a lower bound on
+    `values` is shaped as part_latencies returns ({part: {field: [len(variants), len(tp)]}}, NaN where a
+    shard was not extracted). Each entry goes through up to three states, each value a lower bound on
     the next: `unlisted` (a cheap critical-path / work bound, from `lower_bounds` when the search
     already has them), `pending` (the list schedule is more than schedule.mip_gap above the
     schedule's lower bound: the entry holds that bound until the ILP runs), and scheduled (the list
     schedule where it meets the bound within the gap, else the ILP's makespan), exactly as
-    schedule_layer would return it. Without inter-operator parallelism (a GPU's single stream) every
-    operator runs alone on all cores: the layer takes the sum of the all-core latencies.
+    schedule_layer would return it. Without inter-operator parallelism (a GPU's single stream) the
+    layer takes the stream timeline of phaze.schedule.streams (the plain sum when nothing overlaps).
     """
 
     def __init__(self, workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values,
-                 inter_op_parallel: bool = True, lower_bounds: dict[str, dict[str, np.ndarray]] | None = None):
-        self.mbs_values = sorted(workloads)
+                 variants: list[LayerVariant], inter_op_parallel: bool = True,
+                 lower_bounds: dict[str, dict[str, np.ndarray]] | None = None, tp_async: bool = False):
+        self.variants = list(variants)
         self.tp_values = list(tp_values)
         self.schedule_cfg = schedule_cfg
         self.workloads = workloads
@@ -50,7 +77,7 @@ class LayerLatencies:
         self.network = network
         row = point.iloc[0]
         self.cores = (int(row.n_tc), int(row.n_vc))
-        shape = (len(self.mbs_values), len(self.tp_values))
+        shape = (len(self.variants), len(self.tp_values))
         self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
         self.unlisted: set[tuple] = set()
         """Entries holding a cheap lower bound: not list-scheduled yet."""
@@ -61,24 +88,29 @@ class LayerLatencies:
         self.solve_s = 0.0
         self.n_solved = 0
         start = time.perf_counter()
-        for mi, mbs in enumerate(self.mbs_values):
+        for vi, variant in enumerate(self.variants):
             for ti, t in enumerate(self.tp_values):
-                if t not in workloads[mbs].graphs:
+                if variant_graph(workloads, variant, t, "layer") is None:
                     continue
                 for part in PARTS:
                     for direction in DIRECTIONS:
-                        key = (mi, ti, part, direction)
+                        key = (vi, ti, part, direction)
+                        fields = [f"{direction}_s", f"tp_comm_{direction}_s"] + (["core_fwd_s"] if direction == "fwd" else [])
                         if lower_bounds is not None and inter_op_parallel:
-                            for f in (f"{direction}_s", f"tp_comm_{direction}_s"):
-                                self.values[part][f][mi, ti] = lower_bounds[part][f][mi, ti]
+                            for f in fields:
+                                self.values[part][f][vi, ti] = lower_bounds[part][f][vi, ti]
                             self.unlisted.add(key)
                             continue
                         compute, unit, single, parallel = self._inputs(key)
-                        self.values[part][f"tp_comm_{direction}_s"][mi, ti] = float(single[unit == "net"].sum())
+                        if direction == "fwd":
+                            self.values[part]["core_fwd_s"][vi, ti] = float(core_fwd_s(compute.ops, unit, parallel[:, None])[0])
                         if not inter_op_parallel:
-                            self.values[part][f"{direction}_s"][mi, ti] = float(parallel.sum())
+                            span, exposed = single_stream_s(compute, unit, parallel[:, None], StreamOptions(tp_async, variant.tp_comm_overlap))
+                            self.values[part][f"{direction}_s"][vi, ti] = float(span[0])
+                            self.values[part][f"tp_comm_{direction}_s"][vi, ti] = float(exposed[0])
                             continue
-                        self.values[part][f"{direction}_s"][mi, ti] = lower_bound_s(compute, unit, single, parallel, *self.cores)
+                        self.values[part][f"tp_comm_{direction}_s"][vi, ti] = float(single[unit == "net"].sum())
+                        self.values[part][f"{direction}_s"][vi, ti] = lower_bound_s(compute, unit, single, parallel, *self.cores)
                         self._costed[key] = (compute, unit, single, parallel)
                         self.unlisted.add(key)
         self.solve_s += time.perf_counter() - start
@@ -87,8 +119,8 @@ class LayerLatencies:
         """(view-free graph, unit, single-core s, all-core s) of one entry, costed on this point (once)."""
         if key in self._costed:
             return self._costed.pop(key)
-        mi, ti, part, direction = key
-        g = self.workloads[self.mbs_values[mi]].part(self.tp_values[ti], part)
+        vi, ti, part, direction = key
+        g = variant_graph(self.workloads, self.variants[vi], self.tp_values[ti], part)
         compute = (g.fwd if direction == "fwd" else g.bwd).without_views()
         lat = op_latencies(compute.ops, self.point, self.network, self.tp_values[ti])
         return compute, lat.unit, lat.single_s[:, 0], lat.parallel_s[:, 0]
@@ -98,14 +130,14 @@ class LayerLatencies:
         bound within the gap, else pending with the schedule's lower bound."""
         for key in sorted(set(keys) & self.unlisted):
             start = time.perf_counter()
-            mi, ti, part, direction = key
+            vi, ti, part, direction = key
             args = self._inputs(key)
             listed = heuristic_schedule(*args, *self.cores)
             self.unlisted.discard(key)
             if listed.mip_gap <= self.schedule_cfg.mip_gap:
-                self.values[part][f"{direction}_s"][mi, ti] = float(listed.makespan_s)
+                self.values[part][f"{direction}_s"][vi, ti] = float(listed.makespan_s)
             else:
-                self.values[part][f"{direction}_s"][mi, ti] = max(self.values[part][f"{direction}_s"][mi, ti], float(listed.bound_s))
+                self.values[part][f"{direction}_s"][vi, ti] = max(self.values[part][f"{direction}_s"][vi, ti], float(listed.bound_s))
                 self.pending[key] = args
             self.solve_s += time.perf_counter() - start
 
@@ -114,12 +146,12 @@ class LayerLatencies:
         it is over the gap, cached on disk)."""
         self.list_schedule(keys)
         for key in sorted(set(keys) & self.pending.keys()):
-            mi, ti, part, direction = key
+            vi, ti, part, direction = key
             start = time.perf_counter()
             sched = schedule_layer(*self.pending.pop(key), *self.cores, self.schedule_cfg)
             self.solve_s += time.perf_counter() - start
             self.n_solved += 1
-            self.values[part][f"{direction}_s"][mi, ti] = float(sched.makespan_s)
+            self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
 
     def all_keys(self) -> list[tuple]:
         return sorted(self.unlisted | self.pending.keys())
@@ -134,10 +166,10 @@ class LayerLatencies:
         return self.values
 
     def keys_of(self, strategy) -> set[tuple]:
-        """The entries a strategy's time depends on: its microbatch at each of its stages' TP widths."""
-        mi = self.mbs_values.index(strategy.mbs)
+        """The entries a strategy's time depends on: its layer variant at each of its stages' TP widths."""
+        vi = self.variants.index(LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap))
         widths = strategy.tp_per_stage or (strategy.tp,) * strategy.pp
-        return {(mi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in PARTS for d in DIRECTIONS}
+        return {(vi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in PARTS for d in DIRECTIONS}
 
     def _needed(self, result, among) -> set[tuple]:
         return self.keys_of(result.strategy) & among if result is not None and result.feasible else set()
@@ -178,73 +210,103 @@ class LayerLatencies:
 
     def _pending_gap(self, key: tuple) -> tuple:
         """Solve first the pending entry used most (every layer) whose bound is largest."""
-        mi, ti, part, direction = key
-        return (part == "layer", self.values[part][f"{direction}_s"][mi, ti], key)
+        vi, ti, part, direction = key
+        return (part == "layer", self.values[part][f"{direction}_s"][vi, ti], key)
 
 
-def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values, inter_op_parallel: bool = True) -> dict[str, dict[str, np.ndarray]]:
-    """Scheduled latencies of every part: {part: {field: [len(mbs), len(tp)]}}; NaN where a width was not extracted."""
-    return LayerLatencies(workloads, point, network, schedule_cfg, tp_values, inter_op_parallel).solve_all()
+def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values,
+                   variants: list[LayerVariant], inter_op_parallel: bool = True, tp_async: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    """Scheduled latencies of every part: {part: {field: [len(variants), len(tp)]}}; NaN where a shard was not extracted."""
+    return LayerLatencies(workloads, point, network, schedule_cfg, tp_values, variants, inter_op_parallel, tp_async=tp_async).solve_all()
 
 
-def part_costs(workloads: dict[int, Workload], tp_values, latencies: dict[str, dict[str, np.ndarray]]) -> dict[str, PartCosts]:
+def part_costs(workloads: dict[int, Workload], tp_values, variants: list[LayerVariant],
+               latencies: dict[str, dict[str, np.ndarray]]) -> dict[str, PartCosts]:
     """PartCosts per part: the given latencies plus the workload's bytes (parameters, activations, boundaries)."""
-    mbs_values = sorted(workloads)
     costs = {}
     for part in PARTS:
-        sizes = {f: np.full((len(mbs_values), len(tp_values)), np.nan) for f in ("param_bytes", "saved_bytes", "input_bytes", "output_bytes")}
-        for mi, mbs in enumerate(mbs_values):
+        sizes = {f: np.full((len(variants), len(tp_values)), np.nan) for f in SIZE_FIELDS}
+        for vi, variant in enumerate(variants):
             for ti, t in enumerate(tp_values):
-                if t in workloads[mbs].graphs:
-                    g = workloads[mbs].part(t, part)
+                g = variant_graph(workloads, variant, t, part)
+                if g is not None:
                     for f in sizes:
-                        sizes[f][mi, ti] = getattr(g, f)
+                        sizes[f][vi, ti] = getattr(g, f)
         costs[part] = PartCosts(**latencies[part], **sizes)
     return costs
 
 
 def tp_values_of(workloads: dict[int, Workload]) -> list[int]:
-    return sorted({t for w in workloads.values() for t in w.graphs})
+    return sorted({t for w in workloads.values() for t in w.tp_widths})
 
 
 def load_workloads(cfg) -> dict[int, Workload]:
-    """The model's workload at every microbatch size of the training config (cached on disk)."""
+    """The model's workload at every microbatch size of the training config, with every shard its placement
+    space needs (cached on disk)."""
+    model = training_model(cfg)
     return {
-        int(mbs): extract_workload(cfg.model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir)
+        int(mbs): extract_workload(model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir,
+                                   sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")))
         for mbs in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)
     }
+
+
+def variants_of(cfg) -> list[LayerVariant]:
+    return layer_variants(cfg, bool(cfg.hw.inter_op_parallel))
 
 
 def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, latencies=None) -> PlacementInput:
     """The placement DP's input for one accelerator point: every part scheduled (or the given latencies)."""
     tp_values = tp_values_of(workloads)
+    variants = variants_of(cfg)
     if latencies is None:
-        latencies = part_latencies(workloads, point, network, cfg.schedule, tp_values, bool(cfg.hw.inter_op_parallel))
-    costs = part_costs(workloads, tp_values, latencies)
+        latencies = part_latencies(workloads, point, network, cfg.schedule, tp_values, variants, bool(cfg.hw.inter_op_parallel),
+                                   bool(cfg.train.tp_comm_async))
+    costs = part_costs(workloads, tp_values, variants, latencies)
     any_w = next(iter(workloads.values()))
-    chip = Accelerator.from_row(point.iloc[0])
+    row = point.iloc[0]
+    chip = Accelerator.from_row(row)
     return PlacementInput.from_parts(
         costs["pre"], costs["layer"], costs["post"], any_w.num_layers,
-        mbs_values=np.array(sorted(workloads)), tp_values=np.array(tp_values),
+        mbs_values=np.array([v.mbs for v in variants]), sp_values=np.array([v.sp for v in variants]),
+        cp_values=np.array([v.cp for v in variants]), overlap_values=np.array([v.tp_comm_overlap for v in variants]),
+        tp_values=np.array(tp_values),
         devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
-        hbm_bytes=float(point.iloc[0].hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
-        bytes_per_elem=int(cfg.train.bytes_per_elem), recompute_granularity=cfg.train.recompute_granularity,
-        model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
+        hbm_bytes=float(row.hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
+        bytes_per_elem=int(cfg.train.bytes_per_elem), grad_bytes_per_elem=int(cfg.train.grad_bytes_per_elem or 0),
+        master_bytes_per_param=int(cfg.train.master_bytes_per_param or 0),
+        p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
+        recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
         peak_flops_s=chip.peak_matmul_flops, part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
+        step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
+        overlap_param_gather=bool(cfg.train.overlap_param_gather),
+        update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
+        hbm_bytes_s=chip.achievable_hbm_bytes_s,
     )
+
+
+def fixed_plan(cfg) -> dict | None:
+    """The placement cfg.placement fixes (dp, pp and tp set), as evaluate_fixed's arguments, else None."""
+    p = cfg.placement
+    if not (p.dp and p.pp and p.tp):
+        return None
+    one = {name: options(cfg, name)[0] for name in ("zero", "sp", "vp", "cp", "tp_comm_overlap")}
+    return dict(dp=int(p.dp), pp=int(p.pp), tp=int(p.tp), mbs=positive_ints(cfg.train.mbs, "train.mbs")[0],
+                recompute=recompute_options(cfg.train.recompute)[-1], layers_per_stage=p.get("layers_per_stage"), **one)
 
 
 def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network):
     """latencies -> the best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp."""
-    recompute = bools(cfg.train.recompute, "train.recompute")
-    mbs = sorted(workloads)
-    fixed = cfg.placement
+    fixed = fixed_plan(cfg)
+    space = placement_space(cfg)
 
     def place(latencies) -> PlacementResult | None:
         inp = placement_input(cfg, point, workloads, network, latencies)
-        if fixed.dp and fixed.pp and fixed.tp:
-            return evaluate_fixed(inp, dp=int(fixed.dp), pp=int(fixed.pp), tp=int(fixed.tp), mbs=mbs[0], recompute=recompute[-1])
-        return optimize(inp, recompute_options=tuple(recompute), mbs_options=mbs)
+        if fixed is not None:
+            layers = fixed["layers_per_stage"]
+            bounds = stage_bounds_of_layers(inp, layers) if layers else None
+            return evaluate_fixed(inp, **{k: v for k, v in fixed.items() if k != "layers_per_stage"}, stage_bounds=bounds)
+        return optimize(inp, space=space)
 
     return place
 
@@ -252,7 +314,8 @@ def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Ne
 def layer_latencies(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, lower_bounds=None) -> LayerLatencies:
     """The point's LayerLatencies; `lower_bounds` (one point's slice of phaze.search.bounds.lower_bound_latencies)
     spares computing the initial bounds."""
-    return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), bool(cfg.hw.inter_op_parallel), lower_bounds)
+    return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), variants_of(cfg),
+                          bool(cfg.hw.inter_op_parallel), lower_bounds, bool(cfg.train.tp_comm_async))
 
 
 def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None, latencies=None) -> PlacementResult | None:

@@ -18,7 +18,7 @@ from phaze.config_check import checked, run_cli
 from phaze.report.study import final_table, history_figure, scatter_figure
 from phaze.search.study import run_study, study_name, tracker_for
 from phaze.summary import workload_summary
-from phaze.validate import positive_ints
+from phaze.config_values import positive_ints
 from phaze.workload.extract import extract_workload
 
 log = logging.getLogger("phaze")

@@ -61,6 +61,25 @@ CASES = [
     (["placement.dp=4"], "placement.dp", "all three"),
     (["train.global_batch=16", "placement.dp=16", "placement.pp=1", "placement.tp=1"], "placement.dp", "placement.dp <= 8"),
     (["placement.dp=4", "placement.pp=2", "placement.tp=4"], "placement.dp x pp x tp", "cluster.devices=16"),
+    # the modern placement dimensions (issue 12)
+    (["placement.zero=4"], "placement.zero", "0, 1, 2, 3"),
+    (["train=megatron", "train.zero=[0,5]"], "train.zero", "0, 1, 2, 3"),
+    (["placement.zero=1"], "placement.zero", "train.step_model=timeline"),
+    (["train.recompute=sometimes"], "train.recompute", "selective"),
+    (["train.step_model=overlap"], "train.step_model", "timeline"),
+    (["train.master_bytes_per_param=3"], "train.master_bytes_per_param", "2, 4"),
+    (["train.grad_bytes_per_elem=3"], "train.grad_bytes_per_elem", "2, 4"),
+    (["train.update_bytes_per_param=-1"], "train.update_bytes_per_param", ">= 0"),
+    (["placement.sp=maybe"], "placement.sp", "bool"),
+    (["placement.vp=-1"], "placement.vp", ">= 0"),
+    (["train=megatron", "train.tp_widths=[1,2]", "placement.cp=3"], "placement.cp", "allowed: [1, 2, 4"),
+    (["train=megatron", "train.tp_widths=[1,2]", "placement.cp=2", "train.attention=eager"], "placement.cp", "flash"),
+    (["train=megatron", "train.tp_widths=[1,2]", "placement.tp_comm_overlap=true", "placement.sp=false"],
+     "placement.tp_comm_overlap", "placement.sp=true"),
+    (["train=megatron", "train.tp_widths=[1,2]", "placement.dp=4", "placement.pp=2", "placement.tp=2", "placement.vp=2"],
+     "placement.vp", "allowed with placement.pp=2: [1]"),
+    (["placement.dp=8", "placement.pp=2", "placement.tp=1", "placement.layers_per_stage=[1,2]"],
+     "placement.layers_per_stage", "summing to model.num_layers=2"),
 ]
 
 

@@ -30,7 +30,7 @@ def test_optimal_and_fixed_placements(tmp_path):
     assert best["tokens_per_s_per_device"] == pytest.approx(best["throughput_seq_s"] * 1024 / best["devices_used"])
     proc, fixed = evaluate(tmp_path, "placement.dp=4", "placement.pp=2", "placement.tp=1", "train.mbs=2", "train.recompute=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (fixed["dp"], fixed["pp"], fixed["tp"], fixed["mbs"], fixed["recompute"]) == (4, 2, 1, 2, False)
+    assert (fixed["dp"], fixed["pp"], fixed["tp"], fixed["mbs"], fixed["recompute"]) == (4, 2, 1, 2, "none")  # false = none
     assert fixed["throughput_seq_s"] <= best["throughput_seq_s"] * (1 + 1e-9)
 
 

@@ -51,8 +51,8 @@ def workloads(workload_cache):
 
 
 def test_gpt2_xl_has_no_t8_graph(workloads):
-    assert sorted(workloads["gpt2"].graphs) == [1]
-    assert sorted(workloads["llama2"].graphs) == [1, 8]
+    assert workloads["gpt2"].tp_widths == [1]
+    assert workloads["llama2"].tp_widths == [1, 8]
 
 
 def cfg_for(backend: str, time_limit_s: float, work_limit: float | None = None) -> ScheduleCfg:

@@ -37,8 +37,8 @@ def check_result(inp: PlacementInput, result) -> None:
     used = plan.dp * plan.devices_per_pipeline
     if used != result.strategy.devices_used or used > inp.devices:
         raise PlacementCheckError(f"devices used {result.strategy.devices_used} (plan {used}) of {inp.devices}")
-    if result.strategy.pp != len(plan.stages):
-        raise PlacementCheckError(f"pp {result.strategy.pp} but {len(plan.stages)} stages")
+    if result.strategy.pp * result.strategy.vp != len(plan.stages):
+        raise PlacementCheckError(f"pp {result.strategy.pp} x vp {result.strategy.vp} but {len(plan.stages)} stages")
     total = sum(result.breakdown.values())
     if not _close(total, result.time_per_batch_s):
         raise PlacementCheckError(f"breakdown sums to {total} s, time per batch {result.time_per_batch_s} s")

@@ -1,15 +1,28 @@
 """Numba kernels of the placement DP (all @njit(cache=True) on numpy arrays): Pareto fronts over
-(max stage load, max stage weights) and the reconstruction of a plan meeting a (load, weights) point.
+(max stage load, max stage tail) and the reconstruction of a plan meeting a (load, tail) point.
 
 State (q, i, k): parts i..n-1 split into exactly q stages on exactly k devices (one TP width per
 stage); the stage that starts at i is the q-th from the pipeline end, so under 1F1B it holds
-min(q, cap) microbatches. A cell keeps every Pareto-optimal pair (L, P): L the largest stage load
-(the 1F1B bottleneck), P the largest per-device weights of a stage (which sizes the slowest
-data-parallel all-reduce). Both are maxima, so a cell's front is built from its children's fronts.
+min(q, cap) microbatches. A cell keeps every Pareto-optimal pair (L, Z): L the largest stage load
+(the 1F1B bottleneck), Z the largest stage "tail". Both are maxima, so a cell's front is built from
+its children's fronts. Two step models set what Z is:
+- PHAZE's (`timeline` False): Z is the stage's weights on one device, which size the data-parallel
+  all-reduce run after the pipeline flush; time = L (m + q - 1) + all-reduce(Z).
+- the timeline (`timeline` True): Z is the stage's last slot of the step: its last microbatch with
+  the step's parameter gathers before it and its gradient reductions and optimizer update after it,
+  each overlapped with compute or not as the framework does (flow shops over the stage's parts, below);
+  time = L (m + q - 2) + max(L, Z). Every term only grows with any latency, so the time does too.
 
 Per-(width, part) arrays: fwd, bwd, prm, sav, inb (part input: a checkpoint under recompute),
 recv (receive time of a stage starting at part i; 0 at i = 0), send (send time of a stage ending
-at part j; 0 at the last part). Parts are summed left to right, as the plan evaluator does.
+at part j; 0 at the last part), and for the timeline `tl[TL_*]` (see below). Parts are summed left
+to right, as the plan evaluator does.
+
+Overlapped communication is a flow shop over the stage's parts: a stream of gathers feeding the
+compute stream (forward, parts in order), or gathers -> compute -> reductions (backward, parts in
+reverse). Their makespans are extended one part at a time (a forward part appended, a backward
+part prepended), so the DP grows a stage i..j exactly as it grows its sums. Communication the
+framework does not overlap is added to the compute of its part (the `x*` arrays).
 
 Memory is a feasibility test on each candidate stage, not a front coordinate: growing a stage
 i..j one part at a time accumulates its weights, saved bytes, inputs and largest per-part
@@ -23,6 +36,20 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+TL_FIELDS = ("gf", "xf", "gh", "xh", "gb", "xb", "rbm", "xbl", "rbl", "opt")
+"""Timeline arrays [width, part], stacked in this order in `tl`:
+gf / xf: per-microbatch forward parameter gathers (ZeRO-3), overlapped with compute / added to it;
+gh / xh: the same for the step's first forward (ZeRO-1/2's post-update gathers, or ZeRO-3's);
+gb / xb / rbm: per-microbatch backward gathers (ZeRO-3), serial extras, gradient reduce-scatters (ZeRO-2/3);
+xbl / rbl: the last microbatch's serial extras and gradient reductions (ZeRO-0/1's all-reduce or reduce-scatter, ZeRO-2/3's);
+opt: the optimizer update of the part's (shard of) weights."""
+(TL_GF, TL_XF, TL_GH, TL_XH, TL_GB, TL_XB, TL_RBM, TL_XBL, TL_RBL, TL_OPT) = range(len(TL_FIELDS))
+
+# Stage accumulator: sums and flow-shop makespans of a stage i..j, extended one part at a time.
+(S_F, S_B, S_P, S_S, S_SI, S_RB, S_PMAX, S_FSM, S_GM, S_FSH, S_GH, S_H2M, S_M3M, S_RM, S_H2L, S_M3L, S_RL,
+ S_OPT) = range(18)
+STATE_SIZE = 18
 
 
 @njit(cache=True)
@@ -64,6 +91,65 @@ def stage_memory_bytes(param_bytes, saved_bytes, first_input_bytes, input_sum_by
     else:
         activations = saved_bytes + (inflight - 1) * first_input_bytes
     return param_bytes * state_mult + activations
+
+
+@njit(cache=True)
+def new_stage():
+    """The accumulator of an empty stage."""
+    st = np.zeros(STATE_SIZE)
+    st[S_RB] = -np.inf
+    return st
+
+
+@njit(cache=True)
+def extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline):
+    """Add part j (at width index wi) to the end of the stage in `st` (in place)."""
+    f = fwd[wi, j]
+    b = bwd[wi, j]
+    st[S_F] += f
+    st[S_B] += b
+    st[S_P] += prm[wi, j]
+    st[S_S] += sav[wi, j]
+    st[S_SI] += inb[wi, j]
+    st[S_RB] = max(st[S_RB], sav[wi, j] - inb[wi, j])
+    st[S_PMAX] = max(st[S_PMAX], prm[wi, j])
+    if not timeline:
+        return
+    # forward: gathers -> compute, the new part last (two-machine flow shop, appended)
+    st[S_FSM] = max(st[S_FSM], st[S_GM] + tl[TL_GF, wi, j]) + f + tl[TL_XF, wi, j]
+    st[S_GM] += tl[TL_GF, wi, j]
+    st[S_FSH] = max(st[S_FSH], st[S_GH] + tl[TL_GH, wi, j]) + f + tl[TL_XH, wi, j]
+    st[S_GH] += tl[TL_GH, wi, j]
+    # backward: gathers -> compute -> reductions, the new part first (three-machine flow shop, prepended)
+    rec = f if (rcs and per_layer) else 0.0
+    st[S_H2M] = b + rec + tl[TL_XB, wi, j] + max(tl[TL_RBM, wi, j] + st[S_RM], st[S_H2M])
+    st[S_M3M] = tl[TL_GB, wi, j] + max(st[S_M3M], st[S_H2M])
+    st[S_RM] += tl[TL_RBM, wi, j]
+    st[S_H2L] = b + rec + tl[TL_XBL, wi, j] + max(tl[TL_RBL, wi, j] + st[S_RL], st[S_H2L])
+    st[S_M3L] = tl[TL_GB, wi, j] + max(st[S_M3L], st[S_H2L])
+    st[S_RL] += tl[TL_RBL, wi, j]
+    st[S_OPT] += tl[TL_OPT, wi, j]
+
+
+@njit(cache=True)
+def stage_core_s(st, recv_s, rcs, per_layer, timeline):
+    """(per-microbatch load, tail) of the stage without its send: the parts' compute and overlapped
+    communication plus the receive. PHAZE's model: the tail is the stage's weights (bytes)."""
+    if not timeline:
+        return stage_compute_s(st[S_F], st[S_B], rcs) + recv_s, st[S_P]
+    block = st[S_F] if (rcs and not per_layer) else 0.0
+    load = st[S_FSM] + block + st[S_M3M] + recv_s
+    tail = st[S_FSH] + block + st[S_M3L] + st[S_OPT] + recv_s
+    return load, tail
+
+
+@njit(cache=True)
+def stage_fits(st, first_input_bytes, inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
+    """Whether the stage's peak memory fits: stage_memory_bytes plus ZeRO's unsharded per-part buffers."""
+    mem = stage_memory_bytes(st[S_P], st[S_S], first_input_bytes, st[S_SI], st[S_RB], inflight, rcs, per_layer, state_mult)
+    if transient_copies > 0.0:
+        mem += transient_copies * st[S_PMAX]
+    return mem <= hbm_bytes
 
 
 @njit(cache=True)
@@ -131,8 +217,17 @@ def _bounds(fwd, bwd, widths, k_max, rep_k, rep_m):
 
 
 @njit(cache=True)
-def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-                  per_layer, cap, q_max, k_max, rep_k, rep_m, bound, front_cap):
+def _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline):
+    """(core, load, tail) of stage i..j: core is the load without the send (it only grows with j)."""
+    core, tail = stage_core_s(st, recv[wi, i], rcs, per_layer, timeline)
+    if timeline:
+        tail = tail + send[wi, j]
+    return core, core + send[wi, j], tail
+
+
+@njit(cache=True)
+def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
+                  per_layer, timeline, cap, q_max, k_max, rep_k, rep_m, bound, front_cap):
     """Fronts of the cells (q, 0, k) for q <= q_max, k <= k_max (k in units of `widths`).
 
     A layer q is kept as a pool of points with start/count per cell (i, k); the cells of one i
@@ -143,7 +238,7 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
     allowing k devices; and its prefix (parts before i, one stage at least) must run on the other
     K_d - k devices, so some stage's load is >= W_i / (K_d - k), W_i the prefix's least
     device-seconds, giving >= W_i / (K_d - k) (m_d + q).
-    Returns (L, P, count, ok): the points of the cells (q, 0, k) in (q, k) order, their count
+    Returns (L, Z, count, ok): the points of the cells (q, 0, k) in (q, k) order, their count
     per cell, and ok = False when a cell outgrew `front_cap`.
     """
     n_w, n = fwd.shape
@@ -154,7 +249,7 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
     prev_cnt = np.zeros((n + 1, k_max + 1), np.int64)
     cur_start = np.zeros((n + 1, k_max + 1), np.int64)
     cur_cnt = np.zeros((n + 1, k_max + 1), np.int64)
-    prev_l = np.zeros(1)  # the empty suffix: no stage, L = P = 0
+    prev_l = np.zeros(1)  # the empty suffix: no stage, L = Z = 0
     prev_p = np.zeros(1)
     prev_cnt[n, 0] = 1
     row_l = np.empty((k_max + 1, front_cap))
@@ -182,25 +277,14 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
                 if k_lo > k_max:
                     continue
                 k_hi = min(k_max, t + (q - 1) * t_max)
-                f = 0.0
-                b = 0.0
-                p = 0.0
-                s = 0.0
-                si = 0.0
-                rb = -np.inf
+                st = new_stage()
                 for j in range(i, n - q + 1):
-                    f += fwd[wi, j]
-                    b += bwd[wi, j]
-                    p += prm[wi, j]
-                    s += sav[wi, j]
-                    si += inb[wi, j]
-                    rb = max(rb, sav[wi, j] - inb[wi, j])
-                    if stage_memory_bytes(p, s, inb[wi, i], si, rb, inflight, rcs, per_layer, state_mult) > hbm_bytes:
+                    extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline)
+                    if not stage_fits(st, inb[wi, i], inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
                         break
-                    core = stage_compute_s(f, b, rcs) + recv[wi, i]
+                    core, load, z = _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline)
                     if core * slots[k_lo] > bound:
                         break
-                    load = core + send[wi, j]
                     for k in range(k_lo, k_hi + 1):
                         if load * slots[k] > bound:
                             break
@@ -212,7 +296,7 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
                             a = max(load, prev_l[e])
                             if a * slots[k] > bound:
                                 continue
-                            if not _insert(row_l, row_p, row_c, k, a, max(p, prev_p[e])):
+                            if not _insert(row_l, row_p, row_c, k, a, max(z, prev_p[e])):
                                 return out_l[:out_used], out_p[:out_used], out_cnt, False
             cur_l = _grown(cur_l, used + row_c[cur_lo : cur_hi + 1].sum())
             cur_p = _grown(cur_p, cur_l.shape[0])
@@ -240,9 +324,9 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_b
 
 
 @njit(cache=True)
-def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-               per_layer, cap, q_star, k_star, load_cap, param_cap):
-    """reach[q, i, k]: parts i.. fit q stages on k devices with every stage load <= load_cap and weights <= param_cap."""
+def _reachable(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
+               per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap):
+    """reach[q, i, k]: parts i.. fit q stages on k devices with every stage load <= load_cap and tail <= tail_cap."""
     n_w, n = fwd.shape
     reach = np.zeros((q_star + 1, n + 1, k_star + 1), np.bool_)
     reach[0, n, 0] = True
@@ -254,25 +338,15 @@ def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byte
                 t = widths[wi]
                 if t > k_star:
                     continue
-                f = 0.0
-                b = 0.0
-                p = 0.0
-                s = 0.0
-                si = 0.0
-                rb = -np.inf
+                st = new_stage()
                 for j in range(i, n - q + 1):
-                    f += fwd[wi, j]
-                    b += bwd[wi, j]
-                    p += prm[wi, j]
-                    s += sav[wi, j]
-                    si += inb[wi, j]
-                    rb = max(rb, sav[wi, j] - inb[wi, j])
-                    if stage_memory_bytes(p, s, inb[wi, i], si, rb, inflight, rcs, per_layer, state_mult) > hbm_bytes:
+                    extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline)
+                    if not stage_fits(st, inb[wi, i], inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
                         break
-                    core = stage_compute_s(f, b, rcs) + recv[wi, i]
-                    if core > load_cap or p > param_cap:
+                    core, load, z = _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline)
+                    if core > load_cap or _tail_core(st, z, wi, j, send, timeline) > tail_cap:
                         break
-                    if core + send[wi, j] > load_cap:
+                    if load > load_cap or z > tail_cap:
                         continue
                     for k in range(t, k_star + 1):
                         if reach[q - 1, j + 1, k - t]:
@@ -281,12 +355,18 @@ def _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byte
 
 
 @njit(cache=True)
-def reconstruct(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-                per_layer, cap, q_star, k_star, load_cap, param_cap):
+def _tail_core(st, z, wi, j, send, timeline):
+    """The stage tail without the send (it only grows with j): PHAZE's tail (weights) has none."""
+    return z - send[wi, j] if timeline else z
+
+
+@njit(cache=True)
+def reconstruct(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
+                per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap):
     """Stages (first_part, last_part, width index) of a q_star-stage, k_star-device plan meeting the caps; ok flag."""
     n_w, n = fwd.shape
-    reach = _reachable(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_bytes, recompute,
-                       per_layer, cap, q_star, k_star, load_cap, param_cap)
+    reach = _reachable(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
+                       per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap)
     stages = np.full((q_star, 3), -1, np.int64)
     if not reach[q_star, 0, k_star]:
         return stages, False
@@ -300,25 +380,15 @@ def reconstruct(fwd, bwd, prm, sav, inb, recv, send, widths, state_mult, hbm_byt
             t = widths[wi]
             if t > k or found:
                 continue
-            f = 0.0
-            b = 0.0
-            p = 0.0
-            s = 0.0
-            si = 0.0
-            rb = -np.inf
+            st = new_stage()
             for j in range(i, n - q + 1):
-                f += fwd[wi, j]
-                b += bwd[wi, j]
-                p += prm[wi, j]
-                s += sav[wi, j]
-                si += inb[wi, j]
-                rb = max(rb, sav[wi, j] - inb[wi, j])
-                if stage_memory_bytes(p, s, inb[wi, i], si, rb, inflight, rcs, per_layer, state_mult) > hbm_bytes:
+                extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline)
+                if not stage_fits(st, inb[wi, i], inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
                     break
-                core = stage_compute_s(f, b, rcs) + recv[wi, i]
-                if core > load_cap or p > param_cap:
+                core, load, z = _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline)
+                if core > load_cap or _tail_core(st, z, wi, j, send, timeline) > tail_cap:
                     break
-                if core + send[wi, j] <= load_cap and reach[q - 1, j + 1, k - t]:
+                if load <= load_cap and z <= tail_cap and reach[q - 1, j + 1, k - t]:
                     stages[q_star - q, 0] = i
                     stages[q_star - q, 1] = j
                     stages[q_star - q, 2] = wi

@@ -1,4 +1,4 @@
-"""Cost of a given placement (an expert baseline or any dp/pp/tp/mbs/recompute) with the DP's model."""
+"""Cost of a given placement (an expert baseline or any dp/pp/tp/mbs/recompute/zero/sp/vp/cp) with the DP's model."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from phaze.placement.result import PlacementResult, result_from_cost
 
 def megatron_stage_bounds(inp: PlacementInput, pp: int) -> tuple[tuple[int, int], ...] | str:
     """Megatron-style split: the N layers as evenly as possible (the first N mod pp stages get one
-    more), pre-parts with the first stage, post-parts with the last. A reason string if impossible."""
+    more), pre-parts with the first stage, post-parts with the last. A reason string if impossible.
+    For an interleaved schedule pass pp x vp: the chunks, in chain order."""
     n_layers = inp.num_layers
     if pp < 1:
         return f"pipeline depth must be >= 1, got {pp}"
@@ -29,27 +30,48 @@ def megatron_stage_bounds(inp: PlacementInput, pp: int) -> tuple[tuple[int, int]
     return tuple(bounds)
 
 
+def stage_bounds_of_layers(inp: PlacementInput, layers_per_stage: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Part ranges of stages holding the given numbers of transformer layers: pre-parts with the first, post-parts
+    with the last (a first or last stage may hold no layer, only the embedding or the loss)."""
+    bounds, first, layer_end = [], 0, inp.num_pre
+    for stage, n in enumerate(layers_per_stage):
+        layer_end += int(n)
+        last = inp.num_parts - 1 if stage == len(layers_per_stage) - 1 else layer_end - 1
+        bounds.append((first, last))
+        first = last + 1
+    return tuple(bounds)
+
+
 def evaluate_fixed(
     inp: PlacementInput,
     dp: int,
     pp: int,
     tp: int | Sequence[int],
     mbs: int,
-    recompute: bool,
+    recompute: bool | str,
     stage_bounds: Sequence[tuple[int, int]] | None = None,
+    *,
+    zero: int = 0,
+    sp: bool = False,
+    vp: int = 1,
+    cp: int = 1,
+    tp_comm_overlap: bool = False,
 ) -> PlacementResult:
-    """Time, throughput and memory of a fixed placement; infeasible plans come back flagged with the reason."""
-    bounds = megatron_stage_bounds(inp, pp) if stage_bounds is None else tuple((int(a), int(b)) for a, b in stage_bounds)
-    widths = tuple(int(t) for t in tp) if isinstance(tp, Sequence) else (int(tp),) * pp
+    """Time, throughput and memory of a fixed placement; infeasible plans come back flagged with the reason.
+    With vp > 1, `stage_bounds` and a per-stage `tp` list the pp x vp chunks."""
+    chunks = pp * vp
+    bounds = megatron_stage_bounds(inp, chunks) if stage_bounds is None else tuple((int(a), int(b)) for a, b in stage_bounds)
+    widths = tuple(int(t) for t in tp) if isinstance(tp, Sequence) else (int(tp),) * chunks
+    dims = dict(zero=int(zero), sp=bool(sp), vp=int(vp), cp=int(cp), tp_comm_overlap=bool(tp_comm_overlap))
     if isinstance(bounds, str):
-        plan = Plan(int(mbs), bool(recompute), int(dp), ())
+        plan = Plan(int(mbs), recompute, int(dp), (), **dims)
         return result_from_cost(inp, PlanCost(plan, False, bounds, 0, float("inf")))
     reason = ""
-    if len(bounds) != pp:
-        reason = f"{len(bounds)} stage bounds given for pp = {pp}"
-    elif len(widths) != pp:
-        reason = f"{len(widths)} TP widths given for pp = {pp}"
-    plan = Plan(int(mbs), bool(recompute), int(dp), tuple((a, b, t) for (a, b), t in zip(bounds, widths)))
+    if len(bounds) != chunks:
+        reason = f"{len(bounds)} stage bounds given for pp x vp = {chunks}"
+    elif len(widths) != chunks:
+        reason = f"{len(widths)} TP widths given for pp x vp = {chunks}"
+    plan = Plan(int(mbs), recompute, int(dp), tuple((a, b, t) for (a, b), t in zip(bounds, widths)), **dims)
     if reason:
         return result_from_cost(inp, PlanCost(plan, False, reason, 0, float("inf")))
     return result_from_cost(inp, evaluate_plan(inp, plan))

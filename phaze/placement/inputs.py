@@ -1,11 +1,16 @@
-"""What the placement DP reads: per-part costs of the layer chain for each (microbatch, TP width).
+"""What the placement DP reads: per-part costs of the layer chain for each (layer variant, TP width).
+
+A layer variant is what changes the per-part operator graphs and their latencies: the microbatch
+size, Megatron sequence parallelism, the context-parallel width and TP communication overlap.
 
 The chain is pre-parts (embeddings), N transformer layers, post-parts (final norm, LM head, loss).
 Every per-part number is for ONE device of a t-wide tensor-parallel group and ONE microbatch.
 
-Pipeline sends: Megatron-LM without scatter-gather. The activation at a stage boundary is
-replicated on every TP rank; rank r of a stage sends the whole activation to rank r of the next
-stage, all ranks at once over their own links, so a boundary costs one `p2p_s(output_bytes)`.
+Pipeline sends (`boundary_s`): rank r of a stage sends its activation to rank r of the next stage, all
+ranks at once over their own links, so a boundary costs one `p2p_s(output_bytes)` (PHAZE; with sequence
+parallelism the activation is already a 1/t shard). Without sequence parallelism the activation is
+replicated on the t ranks, and Megatron-LM's scatter/gather (`p2p_scatter_gather`, Narayanan et al. 2021
+§4.1) sends a 1/t chunk from each rank and all-gathers it inside the receiving node instead.
 When adjacent stages have different widths, receiving ranks read round-robin from the sending
 ranks; the extra fan-out of a narrow stage feeding a wider one is not modelled.
 """
@@ -17,26 +22,34 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phaze.cost.network import Network
+from phaze.placement.memory import state_bytes_per_param_byte
 
 OPTIMIZERS = ("sgd", "adam")
 RECOMPUTE_GRANULARITIES = ("layer", "stage")
 """Checkpoints kept under recompute: each part's input (Megatron-LM) or the stage input (PHAZE)."""
+STEP_MODELS = ("phaze", "timeline")
+"""How a training step is timed (phaze.placement.plan): PHAZE's flush-then-all-reduce, or the timeline
+with the framework's overlaps."""
 
 PART_FIELDS = (
     "fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s",
     "param_bytes", "saved_bytes", "input_bytes", "output_bytes",
 )
-"""Per-part arrays of a PlacementInput, each shaped [mbs index, TP-width index, part]."""
+"""Per-part arrays of a PlacementInput, each shaped [layer-variant index, TP-width index, part]."""
+OPTIONAL_PART_FIELDS = ("core_fwd_s", "core_saved_bytes")
+"""Per-part arrays for selective recompute (zeros when not given): the attention core's forward time
+and the activations it saves (Korthikanti et al. 2022 §5)."""
 
 
 @dataclass
 class PartCosts:
     """One part (pre, layer or post) for every (mbs, TP width): arrays shaped [len(mbs), len(tp)].
 
-    fwd_s / bwd_s: scheduled latencies, TP all-reduces included; tp_comm_*_s: the share of them
-    spent in TP all-reduces (breakdown only); param_bytes: weights on one device; saved_bytes:
+    fwd_s / bwd_s: scheduled latencies, TP communication included; tp_comm_*_s: the share of them
+    spent in exposed TP communication (breakdown only); param_bytes: weights on one device; saved_bytes:
     activations one microbatch keeps for backward (inputs included); input_bytes / output_bytes:
-    the activation entering / leaving the part (what a pipeline stage receives / sends).
+    the activation entering / leaving the part (what a pipeline stage receives / sends);
+    core_fwd_s / core_saved_bytes: the attention core's forward time and saved activations.
     """
 
     fwd_s: np.ndarray
@@ -47,6 +60,8 @@ class PartCosts:
     output_bytes: np.ndarray
     tp_comm_fwd_s: np.ndarray | None = None
     tp_comm_bwd_s: np.ndarray | None = None
+    core_fwd_s: np.ndarray | None = None
+    core_saved_bytes: np.ndarray | None = None
 
     def array(self, name: str) -> np.ndarray:
         value = getattr(self, name)
@@ -59,9 +74,10 @@ class PartCosts:
 class PlacementInput:
     """The layer chain's costs plus the cluster and training setup the DP places it on.
 
-    Part arrays are float64 [M, T, n] for M microbatch sizes (`mbs_values`), T TP widths
-    (`tp_values`, ascending, at most the model's max_tp) and n parts in chain order. A NaN in
-    fwd_s marks an (mbs, width) the upstream stages could not cost: that pair is skipped.
+    Part arrays are float64 [V, T, n] for V layer variants (`mbs_values`, `sp_values`, `cp_values`,
+    `overlap_values`: one entry per variant), T TP widths (`tp_values`, ascending, at most the model's
+    max_tp) and n parts in chain order. A NaN in fwd_s marks a (variant, width) the upstream stages
+    could not cost: that pair is skipped.
     """
 
     mbs_values: np.ndarray
@@ -95,22 +111,58 @@ class PlacementInput:
     recompute_granularity: str = "layer"
     """train.recompute_granularity: "layer" = Megatron-LM per-layer checkpoints (every stage
     recomputes, the last included), "stage" = PHAZE's stage-input checkpoint (the last stage does not)."""
+    sp_values: np.ndarray | None = None
+    """Sequence parallelism of each variant (default: off)."""
+    cp_values: np.ndarray | None = None
+    """Context-parallel width of each variant (default: 1)."""
+    overlap_values: np.ndarray | None = None
+    """TP communication overlap of each variant (default: off)."""
+    core_fwd_s: np.ndarray | None = None
+    core_saved_bytes: np.ndarray | None = None
+    step_model: str = "phaze"
+    """train.step_model (STEP_MODELS)."""
+    overlap_grad_reduce: bool = False
+    """The framework reduces gradients bucket by bucket under the backward (timeline step)."""
+    overlap_param_gather: bool = False
+    """The framework prefetches ZeRO parameter gathers under compute (timeline step)."""
+    grad_bytes_per_elem: int = 0
+    """Bytes of one gradient element, kept and reduced (0: the training precision's bytes_per_elem)."""
+    master_bytes_per_param: int = 0
+    """Bytes of Adam's master copy of a weight below fp32 (0: fp32, 4 bytes)."""
+    p2p_scatter_gather: bool = False
+    """Megatron-LM's pipeline scatter/gather of replicated activations (module docstring)."""
+    update_bytes_per_param_byte: float = 0.0
+    """HBM bytes the optimizer update moves per byte of weights (0: the update is not timed, as PHAZE)."""
+    hbm_bytes_s: float = 0.0
+    """Achievable HBM bandwidth of one device (the optimizer update streams through it)."""
 
     def __post_init__(self) -> None:
         self.mbs_values = np.asarray(self.mbs_values, dtype=np.int64)
         self.tp_values = np.asarray(self.tp_values, dtype=np.int64)
+        n_var = len(self.mbs_values)
+        self.sp_values = np.zeros(n_var, np.bool_) if self.sp_values is None else np.asarray(self.sp_values, dtype=np.bool_)
+        self.cp_values = np.ones(n_var, np.int64) if self.cp_values is None else np.asarray(self.cp_values, dtype=np.int64)
+        self.overlap_values = np.zeros(n_var, np.bool_) if self.overlap_values is None else np.asarray(self.overlap_values, dtype=np.bool_)
         for name in PART_FIELDS:
             setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        shape = (len(self.mbs_values), len(self.tp_values), self.num_parts)
-        for name in PART_FIELDS:
+        for name in OPTIONAL_PART_FIELDS:
+            value = getattr(self, name)
+            setattr(self, name, np.zeros_like(self.fwd_s) if value is None else np.asarray(value, dtype=np.float64))
+        shape = (n_var, len(self.tp_values), self.num_parts)
+        for values, name in ((self.sp_values, "sp_values"), (self.cp_values, "cp_values"), (self.overlap_values, "overlap_values")):
+            if values.shape != (n_var,):
+                raise ValueError(f"{name} has shape {values.shape}, expected ({n_var},): one entry per layer variant")
+        if len(set(self.variant_list())) != n_var:
+            raise ValueError(f"layer variants repeat: {self.variant_list()}")
+        for name in PART_FIELDS + OPTIONAL_PART_FIELDS:
             if getattr(self, name).shape != shape:
                 raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected {shape}")
         if np.any(np.diff(self.tp_values) <= 0) or np.any(self.tp_values < 1):
             raise ValueError(f"tp_values must be positive and strictly ascending, got {self.tp_values}")
-        if np.any(self.mbs_values < 1):
-            raise ValueError(f"mbs_values must be positive, got {self.mbs_values}")
+        if np.any(self.mbs_values < 1) or np.any(self.cp_values < 1):
+            raise ValueError(f"mbs_values and cp_values must be positive, got {self.mbs_values}, {self.cp_values}")
         ok = np.isfinite(self.fwd_s)
-        for name in PART_FIELDS:
+        for name in PART_FIELDS + OPTIONAL_PART_FIELDS:
             values = getattr(self, name)[ok]
             if np.any(~np.isfinite(values)) or np.any(values < 0):
                 raise ValueError(f"{name} must be finite and non-negative where fwd_s is finite")
@@ -122,6 +174,10 @@ class PlacementInput:
             raise ValueError(
                 f"train.recompute_granularity must be one of {RECOMPUTE_GRANULARITIES}, got {self.recompute_granularity!r}"
             )
+        if self.step_model not in STEP_MODELS:
+            raise ValueError(f"train.step_model must be one of {STEP_MODELS}, got {self.step_model!r}")
+        if np.any(self.core_saved_bytes[ok] > self.saved_bytes[ok]):
+            raise ValueError("core_saved_bytes must not exceed saved_bytes")
         if self.devices < 1 or self.global_batch < 1 or self.hbm_bytes <= 0:
             raise ValueError("devices, global_batch and hbm_bytes must be positive")
         if not self.part_names:
@@ -138,28 +194,58 @@ class PlacementInput:
     def num_post(self) -> int:
         return self.num_parts - self.num_pre - self.num_layers
 
+    def state_mult(self, zero: int = 0, shards: int = 1) -> float:
+        """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
+        return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
+                                          self.master_bytes_per_param or None)
+
+    @property
+    def grad_bytes_per_param_byte(self) -> float:
+        """Gradient bytes (what the data-parallel group reduces) per byte of weights."""
+        return (self.grad_bytes_per_elem or self.bytes_per_elem) / self.bytes_per_elem
+
     @property
     def per_layer_recompute(self) -> bool:
         """Whether recompute keeps every part's input (the kernels' `per_layer` flag)."""
         return self.recompute_granularity == "layer"
 
-    def mbs_index(self, mbs: int) -> int | None:
-        hits = np.nonzero(self.mbs_values == mbs)[0]
+    def boundary_s(self, nbytes: np.ndarray, vi: int, widths: np.ndarray, same_node: bool) -> np.ndarray:
+        """Time to send activations of `nbytes` [width, part] (one rank's copy) across a stage boundary."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        split = self.p2p_scatter_gather and not bool(self.sp_values[vi])
+        if not split:
+            return np.asarray(self.network.p2p_s(nbytes, same_node), dtype=np.float64).reshape(nbytes.shape)
+        out = np.empty_like(nbytes)
+        for wi, t in enumerate(np.asarray(widths, dtype=np.int64)):
+            out[wi] = self.network.p2p_s(nbytes[wi] / t, same_node) + self.network.all_gather_s(nbytes[wi], int(t))
+        return out
+
+    def variant_list(self) -> list[tuple[int, bool, int, bool]]:
+        """(mbs, sp, cp, tp_comm_overlap) of each layer variant, in array order."""
+        return [(int(b), bool(s), int(c), bool(o)) for b, s, c, o in zip(self.mbs_values, self.sp_values, self.cp_values, self.overlap_values)]
+
+    def variant_index(self, mbs: int, sp: bool = False, cp: int = 1, tp_comm_overlap: bool = False) -> int | None:
+        hits = np.nonzero((self.mbs_values == mbs) & (self.sp_values == bool(sp)) & (self.cp_values == cp)
+                          & (self.overlap_values == bool(tp_comm_overlap)))[0]
         return int(hits[0]) if len(hits) else None
+
+    def mbs_index(self, mbs: int) -> int | None:
+        """The variant of PHAZE's space (no sp, cp 1, no overlap) with this microbatch size."""
+        return self.variant_index(mbs)
 
     def tp_index(self, tp: int) -> int | None:
         hits = np.nonzero(self.tp_values == tp)[0]
         return int(hits[0]) if len(hits) else None
 
-    def available(self, mbs_idx: int, tp_idx: int) -> bool:
-        """Whether every part has costs for this (mbs, width) pair."""
-        return bool(np.all(np.isfinite(self.fwd_s[mbs_idx, tp_idx])))
+    def available(self, variant_idx: int, tp_idx: int) -> bool:
+        """Whether every part has costs for this (variant, width) pair."""
+        return bool(np.all(np.isfinite(self.fwd_s[variant_idx, tp_idx])))
 
     @classmethod
     def from_parts(cls, pre: PartCosts, layer: PartCosts, post: PartCosts, num_layers: int, **setup) -> "PlacementInput":
         """The chain pre, `num_layers` copies of `layer`, post; `setup` holds the remaining fields."""
         arrays = {}
-        for name in PART_FIELDS:
+        for name in PART_FIELDS + OPTIONAL_PART_FIELDS:
             p, l, q = pre.array(name), layer.array(name), post.array(name)
             arrays[name] = np.concatenate(
                 [p[..., None], np.repeat(l[..., None], num_layers, axis=-1), q[..., None]], axis=-1

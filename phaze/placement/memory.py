@@ -1,9 +1,11 @@
 """Memory of one pipeline-stage device: weights, gradients, optimizer state, activations, stash.
 
-Optimizer accounting per parameter (mixed precision, ZeRO: Rajbhandari et al. 2020, SC'20, §3.1):
-weights and gradients in the training precision, plus for Adam fp32 momentum and variance (8 bytes)
-and, below fp32, an fp32 master copy (4 bytes): 2 + 2 + 12 = 16 bytes per parameter in fp16.
+Optimizer accounting per parameter (mixed precision, ZeRO: Rajbhandari et al. 2020, arXiv 1910.02054,
+§3.1 and §5): weights and gradients in the training precision, plus for Adam fp32 momentum and variance
+(8 bytes) and, below fp32, an fp32 master copy (4 bytes): 2 + 2 + 12 = 16 bytes per parameter in fp16.
 SGD is weights + gradients, as PHAZE (reference/phaze-method.md §6.3), no momentum buffer.
+ZeRO shards over the gradient-reduction group (data x context parallel ranks): stage 1 the optimizer
+state, stage 2 also the gradients, stage 3 also the weights (ZeRO §5, Pos / Pos+g / Pos+g+p).
 Activations and the stash of in-flight microbatches, with stage (PHAZE) or per-layer (Megatron-LM)
 recompute checkpoints: `phaze.placement.dp.stage_memory_bytes` (compiled with the kernels that
 call it, so the Numba cache never mixes versions).
@@ -11,20 +13,49 @@ call it, so the Numba cache never mixes versions).
 
 from __future__ import annotations
 
-WEIGHT_AND_GRADIENT_COPIES = 2.0
-"""Weights and their gradients, both in the training precision (PHAZE's SGD accounting)."""
+WEIGHT_COPIES = 1.0
+GRADIENT_COPIES = 1.0
+"""Weights and their gradients, each in the training precision (PHAZE's SGD accounting: 2 copies)."""
 ADAM_MOMENTS_BYTES_PER_PARAM = 8.0
 """Adam's first and second moments in fp32 (ZeRO §3.1: 12 bytes of optimizer state = these + master)."""
 FP32_MASTER_BYTES_PER_PARAM = 4.0
 """fp32 master weights kept when training in a lower precision (ZeRO §3.1)."""
 FP32_BYTES = 4
+MASTER_BYTES_CHOICES = (2, 4)
+"""A master copy below fp32: 4 (fp32) or 2 (the low 16 bits of an fp32 value whose high 16 bits are the bf16 weight:
+NeMo's `store_param_remainders`, NVIDIA/NeMo megatron_base_model.py setup_optimization)."""
+ZERO_STAGES = (0, 1, 2, 3)
+"""0: replicated; 1: optimizer state sharded (Megatron's distributed optimizer); 2: + gradients; 3: + weights (FSDP full shard)."""
 
+ZERO_TRANSIENT_PART_COPIES = {0: 0.0, 1: 0.0, 2: 1.0, 3: 3.0}
+"""Unsharded per-part buffers a device holds on top of its shards, in copies of the largest part's
+weights: ZeRO-2 the full gradients of the part being reduce-scattered; ZeRO-3 those plus the gathered
+weights of the part computing and of the one prefetched (PyTorch FSDP gathers one layer ahead:
+Zhao et al. 2023, arXiv 2304.11277, §3.3 'forward/backward prefetching')."""
 
-def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int) -> float:
-    """Bytes of weights + gradients + optimizer state per byte of weights held by a device."""
+def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, master_bytes_per_param: int | None = None) -> float:
+    """Optimizer-state bytes per byte of weights (0 for SGD, 12 / bytes for mixed-precision Adam; a master copy of
+    `master_bytes_per_param` instead of fp32's 4 where the framework stores less)."""
     if optimizer == "sgd":
-        return WEIGHT_AND_GRADIENT_COPIES
+        return 0.0
     if optimizer == "adam":
-        extra = ADAM_MOMENTS_BYTES_PER_PARAM + (FP32_MASTER_BYTES_PER_PARAM if bytes_per_elem < FP32_BYTES else 0.0)
-        return WEIGHT_AND_GRADIENT_COPIES + extra / bytes_per_elem
+        master = FP32_MASTER_BYTES_PER_PARAM if master_bytes_per_param is None else float(master_bytes_per_param)
+        extra = ADAM_MOMENTS_BYTES_PER_PARAM + (master if bytes_per_elem < FP32_BYTES else 0.0)
+        return extra / bytes_per_elem
     raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1,
+                               grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None) -> float:
+    """Bytes of weights + gradients + optimizer state per byte of (unsharded) weights held by a device,
+    with ZeRO stage `zero` sharding over `shards` ranks; gradients kept in `grad_bytes_per_elem` (default:
+    the training precision; Megatron keeps bf16 runs' gradients in fp32)."""
+    if zero not in ZERO_STAGES:
+        raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
+    optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param)
+    grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem
+    if zero == 0:
+        return WEIGHT_COPIES + grads + optimizer_state
+    weights = WEIGHT_COPIES / shards if zero >= 3 else WEIGHT_COPIES
+    grads = grads / shards if zero >= 2 else grads
+    return weights + grads + optimizer_state / shards

@@ -12,34 +12,53 @@ TERA = 1e12
 
 @dataclass(frozen=True)
 class Strategy:
-    """dp replicas of a pipeline of pp stages; `tp` is an int when every stage has the same width."""
+    """dp replicas of a pipeline of pp stages; `tp` is an int when every stage has the same width.
+    With vp > 1 the pipeline's pp x vp chunks are listed in chain order (chunk c on rank c mod pp)."""
 
     dp: int
     pp: int
     tp: int | tuple[int, ...]
     mbs: int
-    recompute: bool
+    recompute: str
+    """none | selective | full."""
     stage_bounds: tuple[tuple[int, int], ...]
-    """(first_part, last_part) of each stage, inclusive, in chain order."""
+    """(first_part, last_part) of each stage (chunk), inclusive, in chain order."""
     devices_used: int
     tp_per_stage: tuple[int, ...] = ()
+    zero: int = 0
+    sp: bool = False
+    vp: int = 1
+    cp: int = 1
+    tp_comm_overlap: bool = False
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "Strategy":
         widths = tuple(int(t) for _, _, t in plan.stages)
         return cls(
             dp=plan.dp,
-            pp=len(plan.stages),
+            pp=plan.pp,
             tp=widths[0] if len(set(widths)) == 1 else widths,
             mbs=plan.mbs,
             recompute=plan.recompute,
             stage_bounds=tuple((int(a), int(b)) for a, b, _ in plan.stages),
             devices_used=plan.dp * plan.devices_per_pipeline,
             tp_per_stage=widths,
+            zero=plan.zero,
+            sp=plan.sp,
+            vp=plan.vp,
+            cp=plan.cp,
+            tp_comm_overlap=plan.tp_comm_overlap,
         )
 
     def to_plan(self) -> Plan:
-        return Plan(self.mbs, self.recompute, self.dp, tuple((a, b, t) for (a, b), t in zip(self.stage_bounds, self.tp_per_stage)))
+        return Plan(self.mbs, self.recompute, self.dp, tuple((a, b, t) for (a, b), t in zip(self.stage_bounds, self.tp_per_stage)),
+                    zero=self.zero, sp=self.sp, vp=self.vp, cp=self.cp, tp_comm_overlap=self.tp_comm_overlap)
+
+    def fields(self) -> dict:
+        """The plan's dimensions as flat fields (the names of placement.* and train.*)."""
+        return {"dp": self.dp, "pp": self.pp, "tp": self.tp if isinstance(self.tp, int) else list(self.tp), "mbs": self.mbs,
+                "recompute": self.recompute, "zero": self.zero, "sp": self.sp, "vp": self.vp, "cp": self.cp,
+                "tp_comm_overlap": self.tp_comm_overlap}
 
 
 @dataclass(frozen=True)
@@ -58,26 +77,33 @@ class PlacementResult:
     """Largest over stages."""
     memory_per_stage_bytes: tuple[float, ...]
     breakdown: dict[str, float] = field(default_factory=dict)
-    """compute_s, bubble_s, tp_comm_s, p2p_s, dp_allreduce_s: they sum to the time per batch."""
+    """Where the time per batch goes (its values sum to it); see breakdown_of."""
     stage_load_s: tuple[float, ...] = ()
     feasible: bool = True
     reason: str = ""
 
 
 def breakdown_of(cost: PlanCost) -> dict[str, float]:
-    """Split the time per batch: m loads of the bottleneck stage (compute, TP, p2p), the bubble, the all-reduce."""
+    """Split the time per batch: m loads of the bottleneck rank (compute, TP, p2p and, in the timeline,
+    per-microbatch ZeRO communication), the bubble ((p - 1) / vp loads), then PHAZE's all-reduce
+    after the flush, or the timeline's step tail (the slowest rank's last slot beyond one load)."""
     if not cost.stage_load_s:
         return {}
     b = cost.bottleneck
     m = cost.microbatches
     load = cost.stage_load_s[b]
-    return {
+    out = {
         "compute_s": m * cost.stage_compute_s[b],
-        "bubble_s": (len(cost.stage_load_s) - 1) * load,
+        "bubble_s": cost.bubble_slots * load,
         "tp_comm_s": m * cost.stage_tp_comm_s[b],
         "p2p_s": m * cost.stage_p2p_s[b],
-        "dp_allreduce_s": max(cost.stage_dp_allreduce_s),
     }
+    if cost.stage_tail_s:
+        out["zero_comm_s"] = m * cost.stage_zero_comm_s[b]
+        out["step_tail_s"] = max(load, max(cost.stage_tail_s)) - load
+    else:
+        out["dp_allreduce_s"] = max(cost.stage_dp_allreduce_s)
+    return out
 
 
 def result_from_cost(inp: PlacementInput, cost: PlanCost) -> PlacementResult:

@@ -1,26 +1,38 @@
-"""optimize(): the placement DP over microbatch size, recompute, data-parallel degree and TP widths.
+"""optimize(): the placement DP over every dimension of the plan (phaze.placement.plan.Plan).
 
-For each (mbs, recompute) the Numba kernel builds Pareto fronts (max stage load, max stage weights)
-of every pipeline shape (stages q, devices k); a final round over the data-parallel degrees d
-(d divides B / mbs, d k <= D) prices each front point at L (m + q - 1) + all-reduce(P, d, k) and
-keeps the minimum. Data-parallel degrees whose m = B / (d mbs) is below the deepest pipeline get
-their own run, since a stage then holds min(q, m) microbatches. Single-width pipelines are solved
-first (cheap: k = q t); their best time bounds the per-stage-width run, which prunes every partial
-plan that cannot beat it. The optimum is rebuilt as a plan, re-costed from scratch and checked.
+A configuration is a layer variant (microbatch, sequence parallelism, context parallelism, TP
+communication overlap), a recompute mode and a ZeRO stage. For each, the Numba kernel builds Pareto
+fronts (max stage load L, max stage tail Z) of every pipeline shape (stages q, devices k); a final
+round over the data-parallel degrees d (d divides B / mbs, d k <= D) prices each front point and
+keeps the minimum:
+- PHAZE's step (train.step_model=phaze): Z is a stage's weights and the price is L (m + q - 1) +
+  all-reduce(Z, d, k); one kernel run serves every d whose m covers the deepest pipeline, and each
+  shallower d gets its own, since a stage then holds min(q, m) microbatches;
+- the timeline step: Z depends on d (ZeRO shards, the reduction group) and on how many replicas share
+  a node, so each d and each class of pipeline sizes with the same replicas per node and p2p link
+  gets its own run, priced L (m + q - 2) + max(L, Z).
+Configurations are visited by a lower bound on their time (the least device-seconds of a microbatch
+spread over every device a pipeline may use, times m) and skipped once it cannot beat the best plan.
+Single-width pipelines are solved first (cheap: k = q t); their best time bounds the per-stage-width
+runs. Interleaved schedules (vp > 1) take Megatron's uniform chunks, so their plans are enumerated.
+The optimum is rebuilt as a plan, re-costed from scratch and checked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from phaze.placement import dp
 from phaze.placement.check import PlacementCheckError, check_result
+from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
-from phaze.placement.memory import state_bytes_per_param_byte
-from phaze.placement.plan import Plan, evaluate_plan
+from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
+from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, recompute_mode
 from phaze.placement.result import PlacementResult, result_from_cost
+from phaze.placement.stepcomm import replicas_per_node, timeline_arrays
 from phaze.placement.timing import pipeline_in_one_node
 
 FRONT_CAPACITY = 64
@@ -29,11 +41,32 @@ FRONT_GROWTH times more, and later runs of the same call start from the capacity
 FRONT_GROWTH = 4
 MATCH_RTOL = 1e-9
 """Relative tolerance between the DP's time and the rebuilt plan's from-scratch time."""
+NO_TIMELINE = np.zeros((len(dp.TL_FIELDS), 1, 1))
+"""Placeholder timeline arrays for PHAZE's step model (never read)."""
+
+
+@dataclass(frozen=True)
+class Space:
+    """The values of each placement dimension the search may choose (phaze.placement.plan.Plan)."""
+
+    recompute: tuple = ("none", "full")
+    mbs: tuple | None = None
+    """None: every costed microbatch size."""
+    zero: tuple = (0,)
+    sp: tuple = (False,)
+    vp: tuple = (1,)
+    cp: tuple = (1,)
+    tp_comm_overlap: tuple = (False,)
+    per_stage_tp: bool = True
+    """False restricts every pipeline to one TP width (PHAZE's search space)."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "recompute", tuple(dict.fromkeys(recompute_mode(r) for r in self.recompute)))
 
 
 @dataclass(frozen=True)
 class Chain:
-    """Kernel arrays [width, part] for one microbatch size, a set of widths and one p2p link kind."""
+    """Kernel arrays [width, part] for one layer variant, recompute mode, set of widths and p2p link kind."""
 
     fwd: np.ndarray
     bwd: np.ndarray
@@ -43,30 +76,34 @@ class Chain:
     recv: np.ndarray
     send: np.ndarray
     widths: np.ndarray
+    """Devices of a stage at each width: TP width x context-parallel width."""
+    tp: np.ndarray
     tp_idx: tuple[int, ...]
 
     def args(self) -> tuple:
-        return (self.fwd, self.bwd, self.prm, self.sav, self.inb, self.recv, self.send, self.widths)
+        return (self.fwd, self.bwd, self.prm, self.sav, self.inb, self.recv, self.send)
 
 
-def chain_arrays(inp: PlacementInput, mi: int, tp_idx: tuple[int, ...], same_node: bool) -> Chain:
+def chain_arrays(inp: PlacementInput, vi: int, recompute: str, tp_idx: tuple[int, ...], same_node: bool) -> Chain:
     """Contiguous arrays for the kernels; recv / send are the p2p times at stage boundaries."""
     idx = list(tp_idx)
-    inb = np.ascontiguousarray(inp.input_bytes[mi, idx])
-    recv = np.asarray(inp.network.p2p_s(inb, same_node), dtype=np.float64).reshape(inb.shape)
+    arrays = chain_arrays_of(inp, vi, recompute)
+    inb = np.ascontiguousarray(arrays["inb"][idx])
+    tp = inp.tp_values[idx].astype(np.int64)
+    recv = inp.boundary_s(inb, vi, tp, same_node)
     recv[:, 0] = 0.0
-    outb = inp.output_bytes[mi, idx]
-    send = np.asarray(inp.network.p2p_s(outb, same_node), dtype=np.float64).reshape(outb.shape)
+    send = inp.boundary_s(arrays["outb"][idx], vi, tp, same_node)
     send[:, -1] = 0.0
     return Chain(
-        fwd=np.ascontiguousarray(inp.fwd_s[mi, idx]),
-        bwd=np.ascontiguousarray(inp.bwd_s[mi, idx]),
-        prm=np.ascontiguousarray(inp.param_bytes[mi, idx]),
-        sav=np.ascontiguousarray(inp.saved_bytes[mi, idx]),
+        fwd=np.ascontiguousarray(arrays["fwd"][idx]),
+        bwd=np.ascontiguousarray(arrays["bwd"][idx]),
+        prm=np.ascontiguousarray(arrays["prm"][idx]),
+        sav=np.ascontiguousarray(arrays["sav"][idx]),
         inb=inb,
         recv=np.ascontiguousarray(recv),
         send=np.ascontiguousarray(send),
-        widths=inp.tp_values[idx].astype(np.int64),
+        widths=tp * int(inp.cp_values[vi]),
+        tp=tp,
         tp_idx=tuple(tp_idx),
     )
 
@@ -79,23 +116,33 @@ class Group:
     """In-flight microbatch cap min(q, cap): m for a lone d, beyond any depth for the shared run."""
     replicas: tuple[tuple[int, int, int], ...]
     k_max: int
+    pipeline_sizes: tuple[int, ...] = ()
+    """Timeline runs: the pipeline sizes k this run prices (one class of replicas per node and link)."""
+    replicas_in_node: int = 1
 
 
-def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[Group]:
-    """Valid d (d | B / mbs, d <= D) grouped into one shared run plus one run per shallow-m d."""
+def replica_counts(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[tuple[int, int, int]]:
+    """Every valid (d, m, K_d): d divides B / mbs, d <= D, and a pipeline of K_d = D // d devices holds a stage."""
     if inp.global_batch % mbs:
         return []
     per = inp.global_batch // mbs
-    n = inp.num_parts
     t_min, t_max = int(widths.min()), int(widths.max())
-    shared, groups = [], []
+    out = []
     for d in range(1, min(inp.devices, per) + 1):
         if per % d:
             continue
-        m = per // d
-        k_d = min(inp.devices // d, t_max * n)
-        if k_d < t_min:
-            continue
+        k_d = min(inp.devices // d, t_max * inp.num_parts)
+        if k_d >= t_min:
+            out.append((d, per // d, k_d))
+    return out
+
+
+def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[Group]:
+    """PHAZE's step: valid d grouped into one shared run plus one run per shallow-m d."""
+    n = inp.num_parts
+    t_min = int(widths.min())
+    shared, groups = [], []
+    for d, m, k_d in replica_counts(inp, mbs, widths):
         if m >= min(n, k_d // t_min):
             shared.append((d, m, k_d))
         else:
@@ -105,73 +152,150 @@ def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[Group]:
     return groups
 
 
+def timeline_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, link: bool | None) -> list[Group]:
+    """The timeline step: one run per d and per class of pipeline sizes sharing replicas per node
+    (and, when the links differ, the p2p link kind `link`)."""
+    unit = int(np.gcd.reduce(widths))
+    node = inp.network.node_size
+    groups = []
+    for d, m, k_d in replica_counts(inp, mbs, widths):
+        classes: dict[int, list[int]] = {}
+        for k in range(int(widths.min()), k_d + 1, unit):
+            if link is not None and pipeline_in_one_node(k, node) != link:
+                continue
+            classes.setdefault(replicas_per_node(inp.network, d, k), []).append(k)
+        for per_node, ks in classes.items():
+            groups.append(Group(cap=m, replicas=((d, m, k_d),), k_max=max(ks), pipeline_sizes=tuple(ks), replicas_in_node=per_node))
+    return groups
+
+
+@dataclass(frozen=True)
+class Config:
+    """A layer variant, recompute mode and ZeRO stage: what one family of kernel runs shares."""
+
+    vi: int
+    recompute: str
+    zero: int
+
+    def plan_fields(self, inp: PlacementInput) -> dict:
+        mbs, sp, cp, overlap = inp.variant_list()[self.vi]
+        return dict(mbs=mbs, sp=sp, cp=cp, tp_comm_overlap=overlap, recompute=self.recompute, zero=self.zero)
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """The best front point found so far and everything needed to rebuild its plan."""
+    """The best plan found so far: its time, the front point and everything needed to rebuild it."""
 
     time_per_batch_s: float
-    mi: int
-    recompute: bool
+    config: Config
     tp_idx: tuple[int, ...]
     same_node: bool
-    cap: int
+    group: Group
     dp: int
     stages: int
     devices_per_pipeline: int
     load_s: float
-    param_bytes: float
+    tail: float
+    plan: Plan | None = field(default=None)
+    """Set for enumerated (interleaved) plans."""
 
 
-def final_round(inp, fronts, group: Group, link: bool | None, best: float) -> tuple[float, int, int, int, float, float] | None:
-    """Best (time, d, q, k, L, P) over the group's replica counts, pipelines whose p2p link kind
-    matches `link` (None: any) and the front points; None if nothing beats `best`."""
-    loads, params, counts, unit = fronts
-    qs, ks = np.nonzero(counts)
-    per_cell = counts[qs, ks]
-    qs, ks = np.repeat(qs, per_cell), np.repeat(ks, per_cell) * unit
-    if link is not None:
-        keep = pipeline_in_one_node(ks, inp.network.node_size) == link
-        qs, ks, loads, params = qs[keep], ks[keep], loads[keep], params[keep]
-    found = None
-    for d, m, k_d in group.replicas:
-        sel = ks <= k_d
-        if not sel.any():
+def _configs(inp: PlacementInput, space: Space) -> list[Config]:
+    """Every configuration of the space whose layer variant is costed."""
+    out = []
+    wanted_mbs = inp.mbs_values.tolist() if space.mbs is None else list(space.mbs)
+    for vi, (mbs, sp, cp, overlap) in enumerate(inp.variant_list()):
+        if mbs not in wanted_mbs or sp not in space.sp or cp not in space.cp or overlap not in space.tp_comm_overlap:
             continue
-        q, k, load, param = qs[sel], ks[sel], loads[sel], params[sel]
-        allreduce = np.empty(len(k))
-        uniq, inverse = np.unique(k, return_inverse=True)
-        members = np.array([inp.network.members_per_node(d, int(kk)) for kk in uniq])[inverse]
-        for u in np.unique(members):
-            rows = members == u
-            allreduce[rows] = inp.network.allreduce_s(param[rows], d, int(k[rows][0]))
-        tpb = load * (m + q - 1).astype(np.float64) + allreduce
-        a = int(np.argmin(tpb))
-        if tpb[a] < best:
-            best = float(tpb[a])
-            found = (best, d, int(q[a]), int(k[a]), float(load[a]), float(param[a]))
-    return found
+        if inp.global_batch % mbs:
+            continue
+        if inp.step_model == "phaze" and cp > 1:
+            continue
+        for recompute, zero in itertools.product(space.recompute, space.zero):
+            if inp.step_model == "phaze" and zero:
+                continue
+            out.append(Config(vi, recompute, int(zero)))
+    return out
 
 
-def _fronts(chain: Chain, inp, recompute, group, k_max, bound, front_cap):
+def _state(inp: PlacementInput, config: Config, group: Group) -> tuple[float, float]:
+    """(weights+gradients+optimizer bytes per weight byte, transient part copies) of a run."""
+    if inp.step_model == "phaze":
+        return inp.state_mult(), 0.0
+    d = group.replicas[0][0]
+    cp = int(inp.cp_values[config.vi])
+    return inp.state_mult(config.zero, d * cp), ZERO_TRANSIENT_PART_COPIES[config.zero]
+
+
+def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -> np.ndarray:
+    if inp.step_model == "phaze":
+        return NO_TIMELINE
+    return timeline_arrays(
+        chain.prm, chain.tp, inp.network, zero=config.zero, dp=group.replicas[0][0], cp=int(inp.cp_values[config.vi]),
+        replicas_in_node=group.replicas_in_node, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
+        overlap_grad_reduce=inp.overlap_grad_reduce,
+        overlap_param_gather=inp.overlap_param_gather, update_bytes_per_param_byte=inp.update_bytes_per_param_byte,
+        hbm_bytes_s=inp.hbm_bytes_s,
+    )
+
+
+def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap):
     """Run the kernel with devices counted in units of the widths' gcd (a single-width pipeline of
     q stages then has one k), growing the front capacity until no cell overflows. Returns the
-    fronts (L, P, count, unit: cell k holds k x unit devices) and the capacity that sufficed."""
+    fronts (L, Z, count, unit: cell k holds k x unit devices) and the capacity that sufficed."""
     unit = int(np.gcd.reduce(chain.widths))
     k_units = k_max // unit
     q_max = min(inp.num_parts, k_units // int(chain.widths.min() // unit))
     rep_k = np.array([r[2] // unit for r in group.replicas], np.int64)
     rep_m = np.array([r[1] for r in group.replicas], np.int64)
-    mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
+    mult, transient = _state(inp, config, group)
+    tl = _timeline(inp, config, chain, group)
     while True:
         out_l, out_p, out_c, ok = dp.pareto_fronts(
-            chain.fwd, chain.bwd, chain.prm, chain.sav, chain.inb, chain.recv, chain.send, chain.widths // unit,
-            mult, float(inp.hbm_bytes), bool(recompute), inp.per_layer_recompute, int(group.cap), int(q_max), int(k_units),
-            rep_k, rep_m, float(bound), int(front_cap),
+            *chain.args(), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
+            inp.per_layer_recompute, inp.step_model == "timeline", int(group.cap), int(q_max), int(k_units), rep_k, rep_m,
+            float(bound), int(front_cap),
         )
         if ok:
             break
         front_cap *= FRONT_GROWTH
     return (out_l, out_p, out_c, unit), front_cap
+
+
+def final_round(inp, fronts, group: Group, link: bool | None, best: float) -> tuple[float, int, int, int, float, float] | None:
+    """Best (time, d, q, k, L, Z) over the group's replica counts, pipelines whose p2p link kind
+    matches `link` (None: any) and the front points; None if nothing beats `best`."""
+    loads, tails, counts, unit = fronts
+    qs, ks = np.nonzero(counts)
+    per_cell = counts[qs, ks]
+    qs, ks = np.repeat(qs, per_cell), np.repeat(ks, per_cell) * unit
+    keep = np.ones(len(ks), dtype=bool)
+    if link is not None:
+        keep &= pipeline_in_one_node(ks, inp.network.node_size) == link
+    if group.pipeline_sizes:
+        keep &= np.isin(ks, group.pipeline_sizes)
+    qs, ks, loads, tails = qs[keep], ks[keep], loads[keep], tails[keep]
+    found = None
+    for d, m, k_d in group.replicas:
+        sel = ks <= k_d
+        if not sel.any():
+            continue
+        q, k, load, tail = qs[sel], ks[sel], loads[sel], tails[sel]
+        if inp.step_model == "timeline":
+            tpb = load * (m + q - 2).astype(np.float64) + np.maximum(load, tail)
+        else:
+            allreduce = np.empty(len(k))
+            uniq, inverse = np.unique(k, return_inverse=True)
+            members = np.array([inp.network.members_per_node(d, int(kk)) for kk in uniq])[inverse]
+            for u in np.unique(members):
+                rows = members == u
+                allreduce[rows] = inp.network.allreduce_s(tail[rows], d, int(k[rows][0]))
+            tpb = load * (m + q - 1).astype(np.float64) + allreduce
+        a = int(np.argmin(tpb))
+        if tpb[a] < best:
+            best = float(tpb[a])
+            found = (best, d, int(q[a]), int(k[a]), float(load[a]), float(tail[a]))
+    return found
 
 
 def _links(inp) -> tuple[bool | None, ...]:
@@ -180,72 +304,120 @@ def _links(inp) -> tuple[bool | None, ...]:
     return (None,) if net.intra_bytes_s == net.inter_bytes_s else (True, False)
 
 
-def _search(inp, mis, recompute_options, width_sets, best: Candidate | None) -> Candidate | None:
+def _work_s(chain: Chain) -> np.ndarray:
+    """Least device-seconds per microbatch of parts 0..n-1 (any width), without recompute: [n]."""
+    return np.min(chain.widths[:, None] * (chain.fwd + chain.bwd), axis=0)
+
+
+def _run_bound(work_s: float, group: Group) -> float:
+    """No plan of the run beats m x (least device-seconds of a microbatch) / (devices of a pipeline)."""
+    return min(m * work_s / k_d for _, m, k_d in group.replicas)
+
+
+def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | None:
+    """Every kernel run of these configurations and width sets, cheapest lower bound first, until
+    no run's bound beats the best plan."""
     front_cap = FRONT_CAPACITY
-    for mi in mis:
-        mbs = int(inp.mbs_values[mi])
-        for tp_idx in width_sets(mi):
-            widths = inp.tp_values[list(tp_idx)]
-            groups = dp_groups(inp, mbs, widths)
+    runs, chains, groups = [], {}, {}
+    for config in configs:
+        mbs = int(inp.mbs_values[config.vi])
+        for tp_idx in width_sets(config.vi):
             for link in _links(inp):
-                chain = chain_arrays(inp, mi, tp_idx, bool(link) if link is not None else True)
-                for recompute in recompute_options:
-                    for group in groups:
-                        k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
-                        if k_max < int(widths.min()):
+                key = (config.vi, config.recompute, tp_idx, link)
+                if key not in chains:
+                    chain = chain_arrays(inp, config.vi, config.recompute, tp_idx, bool(link) if link is not None else True)
+                    chains[key] = (chain, float(_work_s(chain).sum()))
+                chain, work = chains[key]
+                shape = (mbs, tuple(chain.widths.tolist()), link)
+                if shape not in groups:
+                    groups[shape] = (timeline_groups(inp, mbs, chain.widths, link) if inp.step_model == "timeline"
+                                     else dp_groups(inp, mbs, chain.widths))
+                runs.extend((_run_bound(work, group), len(runs), config, chain, link, group) for group in groups[shape])
+    runs.sort(key=lambda r: r[:2])
+    for lower, _, config, chain, link, group in runs:
+        bound = best.time_per_batch_s if best else np.inf
+        if lower >= bound:
+            break
+        k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
+        if k_max < int(chain.widths.min()):
+            continue
+        fronts, front_cap = kernel_fronts(chain, inp, config, group, k_max, bound, front_cap)
+        found = final_round(inp, fronts, group, link, bound)
+        if found:
+            tpb, d, q, k, load, tail = found
+            same = bool(link) if link is not None else True
+            best = Candidate(tpb, config, chain.tp_idx, same, group, d, q, k, load, tail)
+    return best
+
+
+def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None) -> Candidate | None:
+    """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks (num_layers divisible by
+    pp x vp), m a multiple of pp; each plan is costed from scratch once its lower bound could win."""
+    for config in configs:
+        fields_ = config.plan_fields(inp)
+        cp = fields_["cp"]
+        for ti in available(config.vi):
+            t = int(inp.tp_values[ti])
+            chain = chain_arrays(inp, config.vi, config.recompute, (ti,), True)
+            work = float(_work_s(chain).sum())
+            for vp in (v for v in space.vp if v > 1):
+                for pp in range(2, inp.num_layers // vp + 1):
+                    if inp.num_layers % (pp * vp):
+                        continue
+                    for d, m, _ in replica_counts(inp, fields_["mbs"], chain.widths):
+                        if m % pp or d * pp * t * cp > inp.devices:
                             continue
                         bound = best.time_per_batch_s if best else np.inf
-                        fronts, front_cap = _fronts(chain, inp, recompute, group, k_max, bound, front_cap)
-                        found = final_round(inp, fronts, group, link, bound)
-                        if found:
-                            tpb, d, q, k, load, param = found
-                            same = bool(link) if link is not None else True
-                            best = Candidate(tpb, mi, bool(recompute), tp_idx, same, group.cap, d, q, k, load, param)
+                        if m * work / (pp * t * cp) >= bound:
+                            continue
+                        chunks = megatron_stage_bounds(inp, pp * vp)
+                        plan = Plan(stages=tuple((a, b, t) for a, b in chunks), dp=d, vp=vp, **fields_)
+                        cost = evaluate_plan(inp, plan)
+                        if cost.feasible and cost.time_per_batch_s < bound:
+                            best = Candidate(cost.time_per_batch_s, config, (ti,), True, Group(m, ((d, m, 0),), 0), d,
+                                             pp, plan.devices_per_pipeline, 0.0, 0.0, plan)
     return best
 
 
 def rebuild(inp: PlacementInput, best: Candidate) -> Plan:
-    """The plan behind a front point: q stages on k devices meeting its (load, weights) caps."""
-    chain = chain_arrays(inp, best.mi, best.tp_idx, best.same_node)
-    mult = state_bytes_per_param_byte(inp.optimizer, inp.bytes_per_elem)
+    """The plan behind a front point: q stages on k devices meeting its (load, tail) caps."""
+    if best.plan is not None:
+        return best.plan
+    config = best.config
+    chain = chain_arrays(inp, config.vi, config.recompute, best.tp_idx, best.same_node)
+    mult, transient = _state(inp, config, best.group)
+    unit = int(np.gcd.reduce(chain.widths))
     stages, ok = dp.reconstruct(
-        *chain.args(), mult, float(inp.hbm_bytes), best.recompute, inp.per_layer_recompute, int(best.cap), best.stages,
-        best.devices_per_pipeline, best.load_s, best.param_bytes,
+        *chain.args(), _timeline(inp, config, chain, best.group), chain.widths // unit, mult, transient,
+        float(inp.hbm_bytes), config.recompute == "full", inp.per_layer_recompute, inp.step_model == "timeline",
+        int(best.group.cap), best.stages, best.devices_per_pipeline // unit, best.load_s, best.tail,
     )
     if not ok:
         raise PlacementCheckError(f"no plan rebuilt for DP point {best}")
-    return Plan(
-        mbs=int(inp.mbs_values[best.mi]),
-        recompute=best.recompute,
-        dp=best.dp,
-        stages=tuple((int(a), int(b), int(chain.widths[w])) for a, b, w in stages),
-    )
+    return Plan(stages=tuple((int(a), int(b), int(chain.tp[w])) for a, b, w in stages), dp=best.dp, **config.plan_fields(inp))
 
 
-def usable_mbs(inp: PlacementInput, mbs_options) -> list[int]:
-    """Indices of the microbatch sizes to search: requested, costed, and dividing the global batch."""
-    wanted = inp.mbs_values.tolist() if mbs_options is None else list(mbs_options)
-    out = []
-    for mbs in wanted:
-        mi = inp.mbs_index(int(mbs))
-        if mi is not None and inp.global_batch % int(mbs) == 0:
-            out.append(mi)
-    return out
-
-
-def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=None, *, per_stage_tp: bool = True) -> PlacementResult | None:
+def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=None, *, per_stage_tp: bool = True,
+             space: Space | None = None) -> PlacementResult | None:
     """The fastest placement of the chain (exact under the cost model of phaze.placement.plan), or None if none fits.
 
-    per_stage_tp=False restricts every pipeline to one TP width (PHAZE's search space).
+    `space` gives every dimension's options; without it, PHAZE's space with `recompute_options`,
+    `mbs_options` and `per_stage_tp` (False restricts every pipeline to one TP width).
     """
-    mis = usable_mbs(inp, mbs_options)
+    space = space or Space(recompute=tuple(recompute_options), mbs=None if mbs_options is None else tuple(mbs_options),
+                           per_stage_tp=per_stage_tp)
+    configs = _configs(inp, space)
 
-    def available(mi):
-        return [ti for ti in range(len(inp.tp_values)) if inp.available(mi, ti)]
+    def available(vi):
+        return [ti for ti in range(len(inp.tp_values)) if inp.available(vi, ti)]
 
-    best = _search(inp, mis, recompute_options, lambda mi: [(ti,) for ti in available(mi)], None)
-    if per_stage_tp:
-        best = _search(inp, mis, recompute_options, lambda mi: [tuple(available(mi))] if len(available(mi)) > 1 else [], best)
+    best = None
+    if 1 in space.vp:
+        best = _search(inp, configs, lambda vi: [(ti,) for ti in available(vi)], best)
+        if space.per_stage_tp:
+            best = _search(inp, configs, lambda vi: [tuple(available(vi))] if len(available(vi)) > 1 else [], best)
+    if any(v > 1 for v in space.vp):
+        best = _interleaved(inp, space, configs, available, best)
     if best is None:
         return None
     cost = evaluate_plan(inp, rebuild(inp, best))
@@ -260,13 +432,14 @@ def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=N
 
 
 def warm_up() -> None:
-    """Compile (or load from the Numba cache) every kernel once, on a two-part chain."""
+    """Compile (or load from the Numba cache) every kernel once, on a two-part chain, in both step models."""
     from phaze.cost.network import Network
 
     ones = np.ones((1, 1, 2))
-    inp = PlacementInput(
-        mbs_values=[1], tp_values=[1], fwd_s=ones, bwd_s=ones, tp_comm_fwd_s=0 * ones, tp_comm_bwd_s=0 * ones,
-        param_bytes=ones, saved_bytes=ones, input_bytes=ones, output_bytes=ones, num_pre=0, num_layers=2,
-        devices=2, global_batch=2, seq_len=1, hbm_bytes=1e3, network=Network(2, 2, 1.0, 1.0),
-    )
-    optimize(inp)
+    for step_model in ("phaze", "timeline"):
+        inp = PlacementInput(
+            mbs_values=[1], tp_values=[1], fwd_s=ones, bwd_s=ones, tp_comm_fwd_s=0 * ones, tp_comm_bwd_s=0 * ones,
+            param_bytes=ones, saved_bytes=ones, input_bytes=ones, output_bytes=ones, num_pre=0, num_layers=2,
+            devices=2, global_batch=2, seq_len=1, hbm_bytes=1e3, network=Network(2, 2, 1.0, 1.0), step_model=step_model,
+        )
+        optimize(inp)

@@ -17,9 +17,9 @@ def strategy_row(result) -> dict:
     """A PlacementResult as a table row (placement, throughput, MFU, memory); empty when nothing fits."""
     if result is None or not result.feasible:
         return {"dp": None, "pp": None, "tp": None, "mbs": None, "recompute": None, "throughput_seq_s": 0.0}
-    s = result.strategy
-    return {"dp": s.dp, "pp": s.pp, "tp": s.tp if isinstance(s.tp, int) else str(list(s.tp)), "mbs": s.mbs,
-            "recompute": s.recompute, "throughput_seq_s": result.throughput_seq_s, "mfu": result.mfu,
+    fields = result.strategy.fields()
+    fields["tp"] = fields["tp"] if isinstance(fields["tp"], int) else str(fields["tp"])
+    return {**fields, "throughput_seq_s": result.throughput_seq_s, "mfu": result.mfu,
             "memory_per_device_gib": result.memory_per_device_bytes / 2**30, "time_per_batch_s": result.time_per_batch_s}
 
 

@@ -16,35 +16,46 @@ import pandas as pd
 
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
-from phaze.pipeline import LATENCY_FIELDS, tp_values_of
+from phaze.pipeline import LATENCY_FIELDS, core_fwd_s, single_stream_s, tp_values_of, variant_graph
+from phaze.plan_space import LayerVariant
 from phaze.schedule import lower_bound_batch_s
+from phaze.schedule.streams import StreamOptions
 from phaze.workload.graph import PARTS, Workload
 
 
-def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: int, inter_op_parallel: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(makespan lower bound, TP collective time) of one direction, per point: two arrays [P]."""
+def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: int, inter_op_parallel: bool,
+                           opts: StreamOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(makespan lower bound, TP communication time, attention-core forward time) of one direction, per point:
+    three arrays [P]. Without inter-operator parallelism the makespan is the stream timeline itself."""
     compute = graph.without_views()
     lat = op_latencies(compute.ops, points, network, tp)
-    comm = lat.single_s[lat.unit == "net"].sum(axis=0)
+    core = core_fwd_s(compute.ops, lat.unit, lat.parallel_s)
     if not inter_op_parallel:
-        return lat.parallel_s.sum(axis=0), comm
+        span, exposed = single_stream_s(compute, lat.unit, lat.parallel_s, opts)
+        return span, exposed, core
+    comm = lat.single_s[lat.unit == "net"].sum(axis=0)
     bound = lower_bound_batch_s(compute, lat.unit, lat.single_s, lat.parallel_s, points.n_tc.to_numpy(), points.n_vc.to_numpy())
-    return bound, comm
+    return bound, comm, core
 
 
-def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, network: Network, inter_op_parallel: bool) -> dict[str, dict[str, np.ndarray]]:
-    """Per part and field, lower-bound latencies shaped [len(mbs), len(tp), P] (NaN where not extracted)."""
-    mbs_values, tp_values = sorted(workloads), tp_values_of(workloads)
-    shape = (len(mbs_values), len(tp_values), len(points))
+def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, network: Network, inter_op_parallel: bool,
+                          variants: list[LayerVariant], tp_async: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    """Per part and field, lower-bound latencies shaped [len(variants), len(tp), P] (NaN where not extracted)."""
+    tp_values = tp_values_of(workloads)
+    shape = (len(variants), len(tp_values), len(points))
     out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
-    for mi, mbs in enumerate(mbs_values):
+    for vi, variant in enumerate(variants):
+        opts = StreamOptions(tp_async, variant.tp_comm_overlap)
         for ti, t in enumerate(tp_values):
-            if t not in workloads[mbs].graphs:
-                continue
             for part in PARTS:
-                g = workloads[mbs].part(t, part)
-                out[part]["fwd_s"][mi, ti], out[part]["tp_comm_fwd_s"][mi, ti] = direction_lower_bounds(g.fwd, points, network, t, inter_op_parallel)
-                out[part]["bwd_s"][mi, ti], out[part]["tp_comm_bwd_s"][mi, ti] = direction_lower_bounds(g.bwd, points, network, t, inter_op_parallel)
+                g = variant_graph(workloads, variant, t, part)
+                if g is None:
+                    continue
+                fields = out[part]
+                fields["fwd_s"][vi, ti], fields["tp_comm_fwd_s"][vi, ti], fields["core_fwd_s"][vi, ti] = direction_lower_bounds(
+                    g.fwd, points, network, t, inter_op_parallel, opts)
+                fields["bwd_s"][vi, ti], fields["tp_comm_bwd_s"][vi, ti], _ = direction_lower_bounds(
+                    g.bwd, points, network, t, inter_op_parallel, opts)
     return out
 
 
@@ -53,17 +64,19 @@ def latencies_at(bounds: dict[str, dict[str, np.ndarray]], index: int) -> dict[s
     return {p: {f: a[..., index] for f, a in fields.items()} for p, fields in bounds.items()}
 
 
-def work_bound_throughput(bounds: dict[str, dict[str, np.ndarray]], workloads: dict[int, Workload], devices: int) -> np.ndarray:
-    """Throughput upper bound (sequences/s) per point from total device-time: max over mbs of D*mbs/W."""
-    mbs_values, tp_values = sorted(workloads), np.array(tp_values_of(workloads), dtype=np.float64)
+def work_bound_throughput(bounds: dict[str, dict[str, np.ndarray]], workloads: dict[int, Workload], devices: int,
+                          variants: list[LayerVariant]) -> np.ndarray:
+    """Throughput upper bound (sequences/s) per point from total device-time: max over layer variants of
+    D * mbs / W, W the least device-seconds of a microbatch (a stage at width t with cp ranks runs on t x cp devices)."""
+    tp_values = np.array(tp_values_of(workloads), dtype=np.float64)
     num_layers = next(iter(workloads.values())).num_layers
     count = {"pre": 1, "layer": num_layers, "post": 1}
     best = None
-    for mi, mbs in enumerate(mbs_values):
+    for vi, variant in enumerate(variants):
         work = 0.0
         for part in PARTS:
-            device_s = tp_values[:, None] * (bounds[part]["fwd_s"][mi] + bounds[part]["bwd_s"][mi])  # [T, P]
+            device_s = variant.cp * tp_values[:, None] * (bounds[part]["fwd_s"][vi] + bounds[part]["bwd_s"][vi])  # [T, P]
             work = work + count[part] * np.nanmin(device_s, axis=0)
-        bound = devices * mbs / work
+        bound = devices * variant.mbs / work
         best = bound if best is None else np.maximum(best, bound)
     return best

@@ -17,10 +17,11 @@ from phaze.config import models_of
 from phaze.cost.network import Network
 from phaze.hardware.space import AXES, TPUV4_LIKE, describe_points, enumerate_space
 from phaze.cost.chip import COST_COLUMNS
-from phaze.pipeline import LayerLatencies, layer_latencies, load_workloads, placement_input, placer
+from phaze.pipeline import LayerLatencies, layer_latencies, load_workloads, placement_input, placer, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.search.bounds import latencies_at, lower_bound_latencies, work_bound_throughput
-from phaze.validate import bools
+from phaze.config_values import recompute_options
+from phaze.plan_space import options
 
 GIB = 2**30
 PLACEMENTS = ("searched", "expert")
@@ -76,8 +77,10 @@ class ModelEvaluator:
         self.points = points
         self.network = network
         self.workloads = load_workloads(cfg)
-        self.lower_bounds = lower_bound_latencies(self.workloads, points, network, bool(cfg.hw.inter_op_parallel))
-        self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices))
+        variants = variants_of(cfg)
+        self.lower_bounds = lower_bound_latencies(self.workloads, points, network, bool(cfg.hw.inter_op_parallel), variants,
+                                                  bool(cfg.train.tp_comm_async))
+        self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices), variants)
         self.max_hbm_gib = float(points.hbm_gib.max())
         self._layers: dict[tuple, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
@@ -125,16 +128,19 @@ class ModelEvaluator:
 
     def placer(self, point: pd.DataFrame, fixed: bool):
         """latencies -> the best placement on the point, or the model's expert placement (model.expert)
-        with its best microbatch and recompute."""
+        with its best microbatch, recompute and layer variant."""
         if not fixed:
             return placer(self.cfg, point, self.workloads, self.network)
         expert = self.cfg.model.expert
-        recompute = bools(self.cfg.train.recompute, "train.recompute")
+        recompute = recompute_options(self.cfg.train.recompute)
+        zero = options(self.cfg, "zero")
 
         def place(latencies) -> PlacementResult:
             inp = placement_input(self.cfg, point, self.workloads, self.network, latencies)
-            return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=int(mbs), recompute=rc)
-                        for mbs in inp.mbs_values for rc in recompute), key=lambda r: r.throughput_seq_s)
+            return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=mbs, recompute=rc, sp=sp,
+                                       cp=cp, tp_comm_overlap=overlap, zero=z)
+                        for mbs, sp, cp, overlap in inp.variant_list() for rc in recompute for z in zero),
+                       key=lambda r: r.throughput_seq_s)
 
         return place
 

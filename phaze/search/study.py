@@ -210,8 +210,9 @@ class Objective:
                 continue
             prefix = "" if len(e.results) == 1 else f"{model}."
             s = r.strategy
-            placement = {f"{prefix}train.mbs": s.mbs, f"{prefix}train.recompute": s.recompute, f"{prefix}place.dp": s.dp,
-                         f"{prefix}place.pp": s.pp, f"{prefix}place.tp": s.tp if isinstance(s.tp, int) else list(s.tp)}
+            fields = s.fields()
+            placement = {f"{prefix}train.mbs": fields.pop("mbs"), f"{prefix}train.recompute": fields.pop("recompute"),
+                         **{f"{prefix}place.{k}": v for k, v in fields.items()}}
             params.update(placement)
             trial.set_user_attr(f"{prefix}placement", placement)
             metrics.update({f"{prefix}time_per_batch_s": r.time_per_batch_s, f"{prefix}mfu": r.mfu,

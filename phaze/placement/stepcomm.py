@@ -1,0 +1,74 @@
+"""What the data-parallel group adds to a stage: per-part parameter gathers, gradient reductions and
+optimizer updates, as the timeline arrays of `phaze.placement.dp` (TL_FIELDS).
+
+The gradient-reduction group of a stage is its data-parallel replicas times its context-parallel
+ranks (Megatron-Core reduces gradients over dp x cp). Devices are numbered tensor-parallel
+innermost, then context-parallel, then pipeline stages, then replicas, so a group member's
+neighbours are the stage's cp ranks (tp apart) and the other replicas (a whole pipeline apart).
+
+Per ZeRO stage (Rajbhandari et al. 2020 §5; modern-parallelism.md §5), with B a part's weights:
+- 0: gradients all-reduced (B) after the last microbatch's backward;
+- 1 (distributed optimizer): gradients reduce-scattered (B) after the last microbatch, updated weights
+  all-gathered (B) before the next step's first forward;
+- 2: gradients reduce-scattered after every microbatch's backward, weights all-gathered once per step;
+- 3 (FSDP full shard): weights all-gathered before every microbatch's forward and again before its
+  backward, gradients reduce-scattered after it.
+A reduction overlaps the rest of the backward bucket by bucket (one bucket per part) when the
+framework overlaps gradient reduction; a gather is prefetched under the previous part's compute when
+it overlaps parameter gathers; otherwise each is added to its part's compute. The optimizer update of a
+part's (sharded) weights streams its state through HBM.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phaze.cost.network import Network
+from phaze.placement.dp import TL_FIELDS, TL_GB, TL_GF, TL_GH, TL_OPT, TL_RBL, TL_RBM, TL_XB, TL_XBL, TL_XF, TL_XH
+
+
+def replicas_per_node(network: Network, dp: int, devices_per_pipeline: int) -> int:
+    """Data-parallel replicas sharing a node: pipelines of k devices lie side by side, node // k per node."""
+    return int(max(1, min(dp, network.node_size // max(1, devices_per_pipeline))))
+
+
+def group_per_node(network: Network, width: int, cp: int, replicas_in_node: int) -> int:
+    """Members of a stage's dp x cp reduction group in one node: its cp ranks there times the replicas there."""
+    return int(max(1, min(cp, network.node_size // max(1, width)))) * replicas_in_node
+
+
+def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
+                    replicas_in_node: int, grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
+                    update_bytes_per_param_byte: float, hbm_bytes_s: float) -> np.ndarray:
+    """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding); gradients
+    are `grad_bytes_per_param_byte` times their size (fp32 gradients of bf16 weights: 2)."""
+    n_w, n = prm.shape
+    tl = np.zeros((len(TL_FIELDS), n_w, n))
+    shards = dp * cp
+    for wi in range(n_w):
+        per_node = group_per_node(network, int(widths[wi]), cp, replicas_in_node)
+        grads = prm[wi] * grad_bytes_per_param_byte
+        allreduce = np.asarray(network.group_allreduce_s(grads, shards, per_node), dtype=np.float64)
+        scatter = np.asarray(network.group_reduce_scatter_s(grads, shards, per_node), dtype=np.float64)
+        gather = np.asarray(network.group_all_gather_s(prm[wi], shards, per_node), dtype=np.float64)
+        step_gather = (TL_GH if overlap_param_gather else TL_XH, gather)
+        last_reduce = TL_RBL if overlap_grad_reduce else TL_XBL
+        each_reduce = TL_RBM if overlap_grad_reduce else TL_XB
+        if zero == 0:
+            terms = [(last_reduce, allreduce)]
+        elif zero == 1:
+            terms = [(last_reduce, scatter), step_gather]
+        elif zero == 2:
+            terms = [(each_reduce, scatter), (last_reduce, scatter), step_gather]
+        else:
+            fwd_gather = TL_GF if overlap_param_gather else TL_XF
+            bwd_gather = TL_GB if overlap_param_gather else TL_XB
+            terms = [(fwd_gather, gather), (TL_GH if overlap_param_gather else TL_XH, gather), (bwd_gather, gather),
+                     (each_reduce, scatter), (last_reduce, scatter)]
+            if not overlap_param_gather:
+                terms.append((TL_XBL, gather))  # the last microbatch's backward gathers too
+        for field, values in terms:
+            tl[field, wi] += values
+        if hbm_bytes_s > 0:
+            tl[TL_OPT, wi] = prm[wi] * update_bytes_per_param_byte / (shards if zero >= 1 else 1) / hbm_bytes_s
+    return tl

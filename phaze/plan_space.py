@@ -1,0 +1,79 @@
+"""What a config asks the placement to consider: the layer variants to cost and the placement space.
+
+Each placement dimension takes its values from train.* (the preset's search space: one value or a
+list) unless placement.* fixes one (placement.zero / sp / tp_comm_overlap null, placement.vp / cp 0:
+search). A layer variant is what changes a part's operator graph or its latency: microbatch,
+sequence parallelism, context-parallel width and TP communication overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import OmegaConf
+
+from phaze.config_values import bools, positive_ints, recompute_options, zero_stages
+from phaze.placement.solve import Space
+from phaze.schedule.streams import StreamOptions
+
+SEARCHED_BY_ZERO = ("vp", "cp")
+"""Placement fields where 0 means "search"; the others use null."""
+
+
+@dataclass(frozen=True)
+class LayerVariant:
+    mbs: int
+    sp: bool = False
+    cp: int = 1
+    tp_comm_overlap: bool = False
+
+
+def options(cfg, name: str) -> list:
+    """The values of placement dimension `name` to consider: placement.<name> when set, else train.<name>."""
+    fixed = cfg.placement.get(name)
+    unset = fixed == 0 if name in SEARCHED_BY_ZERO else fixed is None
+    value = cfg.train[name] if unset else fixed
+    if name == "zero":
+        return zero_stages(value, f"placement.{name}" if not unset else f"train.{name}")
+    if name in ("sp", "tp_comm_overlap"):
+        return bools(value, f"placement.{name}" if not unset else f"train.{name}")
+    return positive_ints(value, f"placement.{name}" if not unset else f"train.{name}")
+
+
+def placement_space(cfg, per_stage_tp: bool = True) -> Space:
+    """The Space the placement DP searches for this config."""
+    return Space(
+        recompute=tuple(recompute_options(cfg.train.recompute)), mbs=tuple(positive_ints(cfg.train.mbs, "train.mbs")),
+        zero=tuple(options(cfg, "zero")), sp=tuple(options(cfg, "sp")), vp=tuple(options(cfg, "vp")),
+        cp=tuple(options(cfg, "cp")), tp_comm_overlap=tuple(options(cfg, "tp_comm_overlap")), per_stage_tp=per_stage_tp,
+    )
+
+
+def layer_variants(cfg, inter_op_parallel: bool) -> list[LayerVariant]:
+    """Every layer variant the space needs. TP overlap needs sequence parallelism (Transformer Engine's
+    userbuffers overlap the sequence-parallel all-gather and reduce-scatter); on a chip with inter-operator
+    parallelism the layer schedule already overlaps collectives, so overlap is only costed when fixed."""
+    overlaps = options(cfg, "tp_comm_overlap")
+    if inter_op_parallel and cfg.placement.tp_comm_overlap is None:
+        overlaps = [False]
+    out = []
+    for mbs in positive_ints(cfg.train.mbs, "train.mbs"):
+        for cp in options(cfg, "cp"):
+            for sp in options(cfg, "sp"):
+                out.extend(LayerVariant(mbs, sp, cp, o) for o in overlaps if sp or not o)
+    return out
+
+
+TRAIN_MODEL_FIELDS = ("attention", "fused_kernels")
+"""Framework choices that change the traced graphs: train.<field>, when set, overrides model.<field>."""
+
+
+def training_model(cfg):
+    """cfg.model with the kernels the training framework picks (train.attention, train.fused_kernels, when set)."""
+    chosen = {f: cfg.train.get(f) for f in TRAIN_MODEL_FIELDS if cfg.train.get(f) is not None}
+    return OmegaConf.merge(cfg.model, chosen) if chosen else cfg.model
+
+
+def stream_options(cfg, variant: LayerVariant) -> StreamOptions:
+    """How the framework runs this variant's collectives on a single-stream chip."""
+    return StreamOptions(tp_async=bool(cfg.train.tp_comm_async), tp_pipelined=variant.tp_comm_overlap)

@@ -1,0 +1,181 @@
+"""Hand-computed numbers for the modern placement dimensions: model-state bytes per ZeRO stage, activation
+bytes per layer for none / selective / full recompute with and without sequence parallelism (Korthikanti
+et al. 2022, arXiv 2205.05198, §4-5), the interleaved 1F1B bubble, ring-attention traffic, and the
+data-parallel reduction exposed after the backward."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from phaze.cost.latency import collective_s
+from phaze.cost.network import Network
+from phaze.placement import PlacementInput, evaluate_fixed
+from phaze.placement.dp import TL_FIELDS, TL_RBL, extend_stage, new_stage, stage_core_s
+from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.placement.plan import interleaved_chunk_inflight, interleaved_inflight
+from phaze.placement.stepcomm import timeline_arrays
+from phaze.workload.families import build_parts
+from phaze.workload.trace import part_graph
+from tests.conftest import compose_cfg
+
+# --- model states per ZeRO stage (Rajbhandari et al. 2020 §5; bf16 weights, fp32 gradients as Megatron keeps them)
+
+PSI = 1e9
+"""Parameters on the device before sharding."""
+SHARDS = 8
+
+
+@pytest.mark.parametrize("zero, bytes_per_param", [
+    (0, 2 + 4 + 12),                              # bf16 weights, fp32 gradients, fp32 master + Adam moments
+    (1, 2 + 4 + 12 / SHARDS),                     # Megatron's distributed optimizer: the 12 bytes sharded
+    (2, 2 + 4 / SHARDS + 12 / SHARDS),            # + gradients sharded
+    (3, (2 + 4 + 12) / SHARDS),                   # FSDP full shard: everything
+])
+def test_model_state_bytes_per_device_for_each_zero_stage(zero, bytes_per_param):
+    weight_bytes = 2 * PSI
+    mult = state_bytes_per_param_byte("adam", 2, zero, SHARDS, grad_bytes_per_elem=4)
+    assert mult * weight_bytes == pytest.approx(bytes_per_param * PSI, rel=1e-12)
+
+
+def test_sixteen_bytes_per_parameter_of_zero_paper_and_nemo_master_remainders():
+    # ZeRO §3.1: fp16 weights and gradients + 12 bytes of Adam state = 16 bytes per parameter
+    assert state_bytes_per_param_byte("adam", 2) * 2 == 16
+    # NeMo's distributed Adam keeps 2-byte master remainders: 2 + 4 + (8 + 2) / 8 bytes per parameter
+    mult = state_bytes_per_param_byte("adam", 2, 1, SHARDS, grad_bytes_per_elem=4, master_bytes_per_param=2)
+    assert mult * 2 == pytest.approx(2 + 4 + 10 / SHARDS)
+    with pytest.raises(ValueError, match="placement.zero"):
+        state_bytes_per_param_byte("adam", 2, 4, SHARDS)
+
+
+# --- activation bytes per layer (Korthikanti et al. 2022, Eq. 1-2 and §5, 16-bit activations, 1-byte dropout masks)
+
+S, H, A, B = 128, 256, 4, 2
+"""Sequence, hidden size, heads, microbatch of a GPT layer small enough to trace in a second."""
+LN_STATS_BYTES = 2 * 2 * 4 * S * B
+"""Two layer norms each keep a mean and a reciprocal std per token in fp32; the paper's count leaves them out."""
+
+
+@pytest.fixture(scope="module")
+def gpt_layer():
+    cfg = compose_cfg("model=gpt2", f"model.hidden_size={H}", f"model.num_heads={A}", f"model.num_kv_heads={A}",
+                      f"model.ffn_hidden_size={4 * H}", f"model.seq_len={S}", f"model.max_position_embeddings={S}",
+                      "model.activation=gelu_pytorch_tanh", "model.dropout=0.1", "model.max_tp=4", "model.num_layers=2")
+
+    def trace(tp, sp):
+        parts = build_parts(cfg.model, B, tp, torch.bfloat16, sp=sp, cp=1)
+        return part_graph("layer", parts["layer"], tp, B, S)
+
+    return trace
+
+
+@pytest.mark.parametrize("tp, sp", [(1, False), (2, False), (4, False), (2, True), (4, True)])
+def test_activation_bytes_per_layer_match_korthikanti(gpt_layer, tp, sp):
+    g = gpt_layer(tp, sp)
+    sbh, as2b = S * B * H, A * S * S * B
+    if sp:  # Eq. 4 / §5: everything split over the t ranks
+        none = (34 * sbh + 5 * as2b) / tp + LN_STATS_BYTES / tp
+        selective = 34 * sbh / tp + LN_STATS_BYTES / tp
+        full = 2 * sbh / tp
+    else:  # Eq. 2: layer norms, dropouts and the layer input replicated
+        none = sbh * (10 + 24 / tp) + 5 * as2b / tp + LN_STATS_BYTES
+        selective = sbh * (10 + 24 / tp) + LN_STATS_BYTES
+        full = 2 * sbh
+    assert g.saved_bytes == none
+    assert g.saved_bytes - g.core_saved_bytes == selective  # the core's scores, softmax and dropout: 5as^2b/t
+    assert g.input_bytes == full  # full recompute keeps the layer input only
+
+
+# --- interleaved 1F1B (Narayanan et al. 2021 §2.2.2): bubble (p - 1) / (v m) of the ideal time
+
+def uniform_chain(layers: int, devices: int, global_batch: int, **kw) -> PlacementInput:
+    """`layers` identical layers (forward 1 s, backward 2 s), nothing communicated, memory unbounded."""
+    ones = np.ones((1, 1, layers))
+    defaults = dict(
+        mbs_values=np.array([1]), tp_values=np.array([1]), fwd_s=ones, bwd_s=2 * ones, tp_comm_fwd_s=0 * ones,
+        tp_comm_bwd_s=0 * ones, param_bytes=ones, saved_bytes=ones, input_bytes=0 * ones, output_bytes=0 * ones,
+        num_pre=0, num_layers=layers, devices=devices, global_batch=global_batch, seq_len=8, hbm_bytes=1e18,
+        network=Network(devices, devices, 1e9, 1e9, 0.0), step_model="timeline",
+    )
+    return PlacementInput(**{**defaults, **kw})
+
+
+@pytest.mark.parametrize("pp, vp, m", [(2, 2, 4), (4, 2, 8), (4, 4, 4), (2, 1, 4)])
+def test_interleaved_bubble_is_p_minus_1_over_v_m(pp, vp, m):
+    layers = 16
+    result = evaluate_fixed(uniform_chain(layers, pp, m), dp=1, pp=pp, tp=1, mbs=1, recompute="none", vp=vp)
+    ideal_s = m * 3.0 * layers / pp  # every microbatch through a rank's layers, forward + backward
+    assert result.feasible
+    assert result.time_per_batch_s == pytest.approx(ideal_s * (1 + (pp - 1) / (vp * m)), rel=1e-12)
+    assert result.breakdown["bubble_s"] / ideal_s == pytest.approx((pp - 1) / (vp * m), rel=1e-12)
+
+
+def test_interleaved_activation_memory_counts_each_chunks_inflight_microbatches():
+    # Megatron's warm-up: (p - r - 1) * 2 + (v - 1) * p forwards, then one more, visiting chunks p microbatches at a time
+    assert interleaved_inflight(0, 4, 2, 8) == 6 + 4 + 1
+    assert [interleaved_chunk_inflight(0, c, 4, 2, 8) for c in range(2)] == [4 + 3, 4]
+    assert [interleaved_chunk_inflight(3, c, 4, 2, 8) for c in range(2)] == [4, 1]
+    # 16 layers, pp 4, vp 2: chunks of 2 layers; rank 0 keeps 7 + 4 microbatch-chunks of 2 layers, 1 byte each
+    result = evaluate_fixed(uniform_chain(16, 4, 8), dp=1, pp=4, tp=1, mbs=1, recompute="none", vp=2)
+    weights = 4.0  # 4 layers of 1 byte, SGD: weights + gradients
+    assert result.memory_per_device_bytes == pytest.approx(2 * weights + 2 * (7 + 4), rel=1e-12)
+
+
+# --- ring attention (context parallelism): K and V of the whole sequence reach every cp rank
+
+@pytest.mark.parametrize("tp, sp, cp", [(1, False, 2), (1, False, 4), (2, True, 2)])
+def test_ring_attention_moves_key_and_value_of_the_other_chunks(tp, sp, cp):
+    s, h, heads, kv_heads, b = 128, 256, 4, 2, 2
+    cfg = compose_cfg("model=llama2", f"model.hidden_size={h}", f"model.num_heads={heads}", f"model.num_kv_heads={kv_heads}",
+                      f"model.ffn_hidden_size={3 * h}", f"model.seq_len={s}", f"model.max_position_embeddings={s}",
+                      "model.attention=flash", "model.max_tp=2", "model.num_layers=2")
+    g = part_graph("layer", build_parts(cfg.model, b, tp, torch.bfloat16, sp=sp, cp=cp)["layer"], tp, b, s)
+    kv_bytes = b * s * (kv_heads // tp) * (h // heads) * 2  # K (or V) of the whole sequence on one TP rank, bf16
+    fwd = g.fwd.ops[g.fwd.ops.comm_context]
+    bwd = g.bwd.ops[g.bwd.ops.comm_context]
+    assert list(fwd.target) == ["phaze.all_gather"] * 2  # K and V
+    assert sorted(bwd.target) == ["phaze.all_gather"] * 2 + ["phaze.reduce_scatter"] * 2  # again, then dK and dV back
+    for ops in (fwd, bwd):
+        assert (ops.comm_bytes == kv_bytes).all() and (ops.comm_group == cp).all() and (ops.comm_stride == tp).all()
+    bytes_s = 100e9
+    network = Network(64, 64, bytes_s, bytes_s, 0.0)
+    # a ring of cp ranks: each receives the cp - 1 chunks it lacks, of K and of V
+    assert collective_s(fwd, network, tp).sum() == pytest.approx(2 * (cp - 1) / cp * kv_bytes / bytes_s, rel=1e-12)
+
+
+# --- the data-parallel gradient reduction under the backward (bucket per part, Megatron's overlap_grad_reduce)
+
+def exposed_reduction_s(bwd_s: float, reduce_s: float, parts: int) -> float:
+    """Step tail of one stage past its forward and backward: the reductions not hidden under the backward."""
+    fwd = np.ones((1, parts))
+    bwd = np.full((1, parts), bwd_s)
+    tl = np.zeros((len(TL_FIELDS), 1, parts))
+    tl[TL_RBL] = reduce_s
+    st = new_stage()
+    for j in range(parts):
+        extend_stage(st, 0, j, fwd, bwd, np.zeros((1, parts)), np.zeros((1, parts)), np.zeros((1, parts)), tl, False, True, True)
+    _, tail = stage_core_s(st, 0.0, False, True, True)
+    return tail - parts * (1.0 + bwd_s)
+
+
+def test_reduction_that_fits_under_backward_exposes_only_the_last_bucket():
+    # each bucket reduces (0.5 s) while the next part's backward (2 s) runs; only the first part's waits
+    assert exposed_reduction_s(2.0, 0.5, 4) == pytest.approx(0.5, rel=1e-12)
+
+
+def test_reduction_slower_than_backward_is_exposed_by_the_difference():
+    # buckets queue: the last of 4 ends at b + 4 a, the backward at 4 b: exposed 4 a - 3 b
+    assert exposed_reduction_s(1.0, 3.0, 4) == pytest.approx(4 * 3.0 - 3 * 1.0, rel=1e-12)
+
+
+def test_zero0_reduction_is_one_gradient_all_reduce_per_part():
+    network = Network(16, 8, 200e9, 25e9, 0.0)
+    prm = np.array([[1e9, 2e9]])  # bf16 weights of two parts
+    tl = timeline_arrays(prm, np.array([1]), network, zero=0, dp=16, cp=1, replicas_in_node=8, grad_bytes_per_param_byte=2.0,
+                         overlap_grad_reduce=True, overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
+    grads = 2 * prm[0]  # fp32 gradients
+    # hierarchical ring: 8 ranks inside the node, then 2 nodes each moving an eighth over its link
+    expected = 2 * 7 / 8 * grads / 200e9 + 2 * 1 / 2 * grads / 8 / 25e9
+    assert tl[TL_RBL, 0] == pytest.approx(expected, rel=1e-12)
+    assert np.count_nonzero(tl) == 2

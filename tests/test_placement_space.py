@@ -1,0 +1,90 @@
+"""The placement DP over the enlarged space (layer variants with sequence and context parallelism and TP
+overlap, none / selective / full recompute, ZeRO 0-3, interleaving, the timeline step with its
+overlaps) against brute force on small random instances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from phaze.placement import PlacementInput, optimize, reference
+from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.placement.solve import Space
+from tests.test_placement_dp import random_network
+
+
+@st.composite
+def modern_chains(draw, max_parts=4):
+    """A random chain with 1-3 layer variants and attention-core costs, timed by either step model
+    (PHAZE's leaves ZeRO and context parallelism out of the space)."""
+    n = draw(st.integers(2, max_parts))
+    widths = np.array(draw(st.sampled_from([[1], [1, 2], [2, 4], [1, 2, 4]])))
+    variants = draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.booleans(), st.sampled_from([1, 2]), st.booleans()),
+                             min_size=1, max_size=3, unique=True))
+    mbs = np.array([v[0] for v in variants])
+    sp = np.array([v[1] for v in variants])
+    cp = np.array([v[2] for v in variants])
+    overlap = np.array([v[3] for v in variants])
+    shape = (len(variants), len(widths), n)
+    unit = st.floats(0.05, 1.0, allow_nan=False)
+    base = {name: draw(arrays(np.float64, (n,), elements=unit)) for name in ("fwd", "prm", "sav", "inb", "outb", "core")}
+    jitter = draw(arrays(np.float64, shape, elements=st.floats(0.8, 1.25)))
+    scale = (mbs / cp)[:, None, None] / widths[None, :, None] * np.where(sp, 0.9, 1.0)[:, None, None]
+    tp_comm = 0.02 * (widths[None, :, None] > 1) * mbs[:, None, None] * np.where(overlap, 0.5, 1.0)[:, None, None] * np.ones(shape)
+    fwd = base["fwd"] * scale * jitter + tp_comm
+    saved = base["sav"] * 5 * scale * jitter
+    optimizer = draw(st.sampled_from(["sgd", "adam"]))
+    hbm_fraction = draw(st.sampled_from([0.3, 0.6, 1.0, 1.5]))
+    part_bytes = base["prm"] * 10 * state_bytes_per_param_byte(optimizer, 2) + base["sav"] * 5 * mbs.max()
+    hbm_bytes = max(hbm_fraction * part_bytes.sum(), 0.5 * part_bytes.max())
+    network = random_network(draw)
+    return PlacementInput(
+        mbs_values=mbs, sp_values=sp, cp_values=cp, overlap_values=overlap, tp_values=widths,
+        fwd_s=fwd, bwd_s=2 * fwd * jitter, tp_comm_fwd_s=tp_comm, tp_comm_bwd_s=tp_comm,
+        param_bytes=base["prm"] * 10 / widths[None, :, None] * np.ones(shape),
+        saved_bytes=saved, input_bytes=base["inb"] * (mbs / cp)[:, None, None] * np.ones(shape),
+        output_bytes=base["outb"] * (mbs / cp)[:, None, None] * np.ones(shape),
+        core_fwd_s=0.3 * base["core"] * scale, core_saved_bytes=saved * draw(st.sampled_from([0.0, 0.4])),
+        num_pre=0, num_layers=n, devices=draw(st.sampled_from([4, 6, 8, 16])), global_batch=draw(st.sampled_from([4, 8])),
+        seq_len=32, hbm_bytes=hbm_bytes, network=network, optimizer=optimizer,
+        recompute_granularity=draw(st.sampled_from(["layer", "stage"])), step_model=draw(st.sampled_from(["timeline", "phaze"])),
+        overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
+        update_bytes_per_param_byte=draw(st.sampled_from([0.0, 14.0])), hbm_bytes_s=draw(st.sampled_from([50.0, 500.0])),
+        p2p_scatter_gather=draw(st.booleans()),
+    )
+
+
+@st.composite
+def spaces(draw):
+    return Space(
+        recompute=tuple(draw(st.lists(st.sampled_from(["none", "selective", "full"]), min_size=1, max_size=3, unique=True))),
+        zero=tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3]), min_size=1, max_size=2, unique=True))),
+        sp=(False, True), cp=(1, 2), tp_comm_overlap=(False, True),
+        vp=tuple(draw(st.sampled_from([(1,), (1, 2), (2,)]))),
+        per_stage_tp=draw(st.booleans()),
+    )
+
+
+def time_of(result) -> float:
+    return float("inf") if result is None else result.time_per_batch_s
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inp=modern_chains(), space=spaces())
+def test_dp_equals_brute_force_over_the_enlarged_space(inp, space):
+    best = reference.brute_force(inp, space=space)
+    fast = optimize(inp, space=space)
+    slow = reference.optimize(inp, space=space)
+    expected = float("inf") if best is None else best.time_per_batch_s
+    assert time_of(fast) == pytest.approx(expected, rel=1e-12)
+    assert time_of(slow) == pytest.approx(expected, rel=1e-12)
+    if fast is not None:
+        s = fast.strategy
+        event(f"zero {s.zero}, vp {s.vp}, cp {s.cp}, {s.recompute}")
+        assert fast.feasible and fast.memory_per_device_bytes <= inp.hbm_bytes
+        assert s.devices_used <= inp.devices
+        assert s.zero in space.zero and s.vp in space.vp and s.recompute in space.recompute
+        assert sum(fast.breakdown.values()) == pytest.approx(fast.time_per_batch_s, rel=1e-9)
