@@ -1,34 +1,88 @@
-"""Checks of config values that the structured-config types cannot express; each error names its field."""
+"""`python -m phaze.validate`: the fidelity check. Predicts every published run of a CSV with its own
+placement and compares with what was measured.
+
+    python -m phaze.validate                                   # docs/validation_runs.csv
+    python -m phaze.validate validate.runs=my_runs.csv         # any file with the same columns
+    python -m phaze.validate validate.markdown=docs/validation.md
+
+Prints predicted vs measured tokens/s per GPU (and memory per GPU where the source publishes it), the
+iteration-time ratios of paired runs, then the median and maximum absolute error; logs a run with the
+table and a predicted-vs-measured figure to MLflow (experiment `phaze-validation`).
+"""
 
 from __future__ import annotations
 
-from omegaconf import ListConfig
+import sys
+import time
+
+import hydra
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.config_check import check_tracking, run_cli
+from phaze.config_values import ConfigError
+from phaze.report.validation import (
+    comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path,
+)
+from phaze.report.validation_page import markdown_page
 
 
-class ConfigError(ValueError):
-    """A config value is invalid; the message names the field and the allowed values."""
+def summary_lines(summary: dict) -> list[str]:
+    lines = [f"median absolute error {summary['median_abs_error']:.1%}, max {summary['max_abs_error']:.1%} over {summary['n_runs']} runs"]
+    if "n_memory" in summary:
+        lines.append(f"memory: median absolute error {summary['median_abs_memory_error']:.1%}, max {summary['max_abs_memory_error']:.1%} "
+                     f"over {summary['n_memory']} published figures")
+    return lines
 
 
-def as_list(value) -> list:
-    return list(value) if isinstance(value, (list, tuple, ListConfig)) else [value]
+@hydra.main(version_base="1.3", config_path="../conf", config_name="validate")
+def main(cfg) -> None:
+    path = resolve_runs_path(cfg.validate.runs)
+    try:
+        check_tracking(cfg.tracking)
+        if not path.exists():
+            raise ConfigError(f"validate.runs={cfg.validate.runs!r}: no such file; allowed: a CSV with the columns of docs/validation_runs.csv")
+        try:
+            runs = load_runs(path)
+        except ValueError as e:
+            raise ConfigError(f"validate.runs={cfg.validate.runs!r}: {e}") from None
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    start = time.perf_counter()
+    comparisons = [compare(run, cfg.cache_dir) for run in tqdm(runs.to_dict("records"), desc="runs", unit="run")]
+    elapsed_s = time.perf_counter() - start
+    table = comparison_table(comparisons, runs)
+    ratios = ratio_table(comparisons, runs)
+    summary = error_summary(comparisons)
+    print(table.drop(columns=["source"]).to_string(index=False))
+    if len(ratios):
+        print("\niteration-time ratios of paired runs")
+        print(ratios.to_string(index=False))
+    print()
+    for line in summary_lines(summary):
+        print(line)
+    infeasible = [c for c in comparisons if c.reason]
+    for c in infeasible:
+        print(f"NOT FEASIBLE in the model: {c.run_id}: {c.reason}")
+    if cfg.validate.markdown:
+        page = markdown_page(table, ratios, summary, str(cfg.validate.runs), elapsed_s)
+        resolve_runs_path(cfg.validate.markdown).write_text(page)
+        print(f"wrote {cfg.validate.markdown}")
+    if cfg.tracking.enabled:
+        from phaze.tracking import log_summary_run, resolve_tracking_uri
+
+        uri = resolve_tracking_uri(cfg.tracking.uri)
+        run_id = log_summary_run(
+            uri, cfg.tracking.experiment, "validation", {"runs": str(cfg.validate.runs), "n_runs": len(comparisons)},
+            {**summary, "wall_s": elapsed_s}, OmegaConf.to_yaml(cfg), tags={"phaze_role": "validation"},
+            tables={"validation.csv": table, "ratios.csv": ratios}, figures={"predicted_vs_measured.png": comparison_figure(comparisons)},
+        )
+        print(f"logged to MLflow run {run_id} (experiment {cfg.tracking.experiment})")
+    if infeasible:
+        sys.exit(1)
 
 
-def positive_ints(value, field: str, powers_of_two: bool = False) -> list[int]:
-    """A scalar or list of positive integers (optionally powers of two), as a sorted list."""
-    out = []
-    for v in as_list(value):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or (powers_of_two and v & (v - 1)):
-            kind = "positive powers of two" if powers_of_two else "positive integers"
-            raise ConfigError(f"{field}={value!r}: allowed values are {kind}, one or a list")
-        out.append(v)
-    if not out:
-        raise ConfigError(f"{field} is empty: give at least one value")
-    return sorted(set(out))
-
-
-def bools(value, field: str) -> list[bool]:
-    """A scalar or list of booleans, as a list without repeats (False first)."""
-    out = as_list(value)
-    if not out or any(not isinstance(v, bool) for v in out):
-        raise ConfigError(f"{field}={value!r}: allowed values are true, false, or a list of them")
-    return sorted(set(out))
+if __name__ == "__main__":
+    run_cli(main)

@@ -72,8 +72,10 @@ def experiment_id(client, name: str, uri: str) -> str:
         return existing.experiment_id
 
 
-def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metrics: dict, config_yaml: str, tags: dict | None = None) -> str:
-    """Log one run (params, metrics, tags, and the resolved config as `config.yaml`); returns its run id."""
+def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metrics: dict, config_yaml: str, tags: dict | None = None,
+                    tables: dict | None = None, figures: dict | None = None) -> str:
+    """Log one run (params, metrics, tags, the resolved config as `config.yaml`, pandas tables as CSV and
+    matplotlib figures as PNG, each under its file name); returns its run id."""
     import mlflow
 
     mlflow.set_tracking_uri(uri)
@@ -87,4 +89,10 @@ def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metr
             path = Path(tmp) / "config.yaml"
             path.write_text(config_yaml)
             mlflow.log_artifact(str(path))
+            for name, frame in (tables or {}).items():
+                frame.to_csv(Path(tmp) / name, index=False)
+                mlflow.log_artifact(str(Path(tmp) / name))
+            for name, fig in (figures or {}).items():
+                fig.savefig(Path(tmp) / name, dpi=120, bbox_inches="tight")
+                mlflow.log_artifact(str(Path(tmp) / name))
         return run.info.run_id
