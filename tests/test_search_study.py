@@ -5,6 +5,7 @@ import os
 
 import mlflow
 import numpy as np
+import optuna
 import pandas as pd
 import pytest
 
@@ -117,3 +118,25 @@ def test_throughput_per_tdp_finds_the_exhaustive_best(base, exhaustive, sampler)
     per_w = exhaustive.sort_index().to_numpy() / tdp_w
     assert out.study.best_value == pytest.approx(per_w.max(), rel=1e-12)
     assert out.best_index == int(np.argmax(per_w)) or per_w[out.best_index] == pytest.approx(per_w.max(), rel=1e-12)
+
+
+def test_modern_space_search_is_exact(base):
+    """train=megatron (ZeRO, SP, CP, interleaving, selective recompute, the timeline step): the bounds still
+    bound every point's value and branch and bound finds the exhaustive grid's best."""
+    modern = [*base, "train=megatron"]
+    grid = study(modern, "search=grid", "search.prune=false")
+    values = trials_frame(grid).set_index("point").value.sort_index().to_numpy()
+    ev = grid.evaluator
+    placement = np.array([ev.placement_bound(i) for i in range(len(ev))])
+    assert (placement >= values * (1 - 1e-12)).all() and (ev.work_bound >= values * (1 - 1e-12)).all()
+    bound = study(modern, "search=bound")
+    assert bound.best.throughput_seq_s == pytest.approx(values.max(), rel=1e-12)
+    assert bound.best.throughput_seq_s > study(base, "search=bound").best.throughput_seq_s  # more plans, overlaps
+
+
+@pytest.mark.parametrize("sampler", ["bound", "grid"])
+def test_one_point_space_runs_one_trial(base, tmp_path, sampler):
+    """Optuna answers a one-value suggestion without asking the sampler: the study must still stop."""
+    out = study(base, "hw=a100", f"search={sampler}", f"search.storage=sqlite:///{tmp_path / 'studies.db'}")
+    assert len(out.evaluator) == 1
+    assert [t.state for t in out.study.get_trials(deepcopy=False)] == [optuna.trial.TrialState.COMPLETE]

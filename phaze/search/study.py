@@ -276,9 +276,11 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
                 postfix["best"] = f"{shown['best']:.6g}"
             bar.set_postfix(postfix, refresh=False)
             bar.update(1)
-        if ordered and study.sampler.exhausted:
+        # Optuna answers a one-point space's suggestion itself, without the sampler: count the claims too
+        exhausted = ordered and (study.sampler.exhausted or claims.count() >= len(evaluator))
+        if exhausted:
             study.set_user_attr(EXHAUSTED_ATTR, True)
-        if study.sampler.exhausted if ordered else n_finished(study) >= total:
+        if exhausted if ordered else n_finished(study) >= total:
             study.stop()
 
     def more_to_do() -> bool:
