@@ -18,10 +18,7 @@ from phaze.config_check import check_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
 from phaze.config_values import ConfigError, positive_ints, recompute_options
-from phaze.plan_space import options
-
-DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap")
-"""Placement dimensions beyond PHAZE's (placement.* fixes one, train.* lists the searched ones)."""
+from phaze.plan_space import DIMENSIONS, options
 
 GIB = 2**30
 

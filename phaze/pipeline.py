@@ -15,8 +15,8 @@ from phaze.config_values import positive_ints, recompute_options
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import Accelerator
-from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize, stage_bounds_of_layers
-from phaze.plan_space import LayerVariant, layer_variants, options, placement_space, training_model
+from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
+from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
 from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.workload.extract import extract_workload
@@ -290,7 +290,7 @@ def fixed_plan(cfg) -> dict | None:
     p = cfg.placement
     if not (p.dp and p.pp and p.tp):
         return None
-    one = {name: options(cfg, name)[0] for name in ("zero", "sp", "vp", "cp", "tp_comm_overlap")}
+    one = {name: options(cfg, name)[0] for name in DIMENSIONS}
     return dict(dp=int(p.dp), pp=int(p.pp), tp=int(p.tp), mbs=positive_ints(cfg.train.mbs, "train.mbs")[0],
                 recompute=recompute_options(cfg.train.recompute)[-1], layers_per_stage=p.get("layers_per_stage"), **one)
 
@@ -303,9 +303,7 @@ def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Ne
     def place(latencies) -> PlacementResult | None:
         inp = placement_input(cfg, point, workloads, network, latencies)
         if fixed is not None:
-            layers = fixed["layers_per_stage"]
-            bounds = stage_bounds_of_layers(inp, layers) if layers else None
-            return evaluate_fixed(inp, **{k: v for k, v in fixed.items() if k != "layers_per_stage"}, stage_bounds=bounds)
+            return evaluate_fixed(inp, **fixed)
         return optimize(inp, space=space)
 
     return place

@@ -16,6 +16,8 @@ from phaze.config_values import bools, positive_ints, recompute_options, zero_st
 from phaze.placement.solve import Space
 from phaze.schedule.streams import StreamOptions
 
+DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap")
+"""The placement dimensions beyond dp / pp / tp and the microbatch (placement.* or train.*)."""
 SEARCHED_BY_ZERO = ("vp", "cp")
 """Placement fields where 0 means "search"; the others use null."""
 

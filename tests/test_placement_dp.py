@@ -66,6 +66,15 @@ def time_of(result) -> float:
     return float("inf") if result is None else result.time_per_batch_s
 
 
+def solved_three_ways(inp, **options):
+    """The Numba DP's result, once it and the plain-Python DP are checked against brute force on `inp`."""
+    expected = time_of(reference.brute_force(inp, **options))
+    fast = optimize(inp, **options)
+    assert time_of(fast) == pytest.approx(expected, rel=1e-12)
+    assert time_of(reference.optimize(inp, **options)) == pytest.approx(expected, rel=1e-12)
+    return fast
+
+
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -74,12 +83,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 @given(data=st.data(), per_stage_tp=st.booleans())
 def test_dp_equals_brute_force_numba_and_python(granularity, data, per_stage_tp):
     inp = data.draw(chains(granularity=granularity))
-    best = reference.brute_force(inp, per_stage_tp=per_stage_tp)
-    fast = optimize(inp, per_stage_tp=per_stage_tp)
-    slow = reference.optimize(inp, per_stage_tp=per_stage_tp)
-    expected = float("inf") if best is None else best.time_per_batch_s
-    assert time_of(fast) == pytest.approx(expected, rel=1e-12)
-    assert time_of(slow) == pytest.approx(expected, rel=1e-12)
+    fast = solved_three_ways(inp, per_stage_tp=per_stage_tp)
     event("nothing fits" if fast is None else f"{fast.strategy.pp} stages, TP {'per stage' if isinstance(fast.strategy.tp, tuple) else 'uniform'}")
     if fast is not None:
         assert fast.feasible and fast.memory_per_device_bytes <= inp.hbm_bytes

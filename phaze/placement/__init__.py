@@ -3,7 +3,7 @@ data-parallel replicas, microbatch size, recompute) under PipeDream-flush timing
 Numba; a plain-Python reference; the cost of fixed (expert) placements; a from-scratch checker."""
 
 from phaze.placement.check import PlacementCheckError, check_result
-from phaze.placement.fixed import evaluate_fixed, megatron_stage_bounds, stage_bounds_of_layers
+from phaze.placement.fixed import evaluate_fixed, megatron_stage_bounds
 from phaze.placement.inputs import PartCosts, PlacementInput
 from phaze.placement.plan import Plan, PlanCost, evaluate_plan
 from phaze.placement.result import PlacementResult, Strategy
@@ -21,7 +21,6 @@ __all__ = [
     "evaluate_fixed",
     "evaluate_plan",
     "megatron_stage_bounds",
-    "stage_bounds_of_layers",
     "optimize",
     "warm_up",
 ]

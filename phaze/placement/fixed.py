@@ -21,13 +21,7 @@ def megatron_stage_bounds(inp: PlacementInput, pp: int) -> tuple[tuple[int, int]
     if pp > n_layers:
         return f"pipeline depth {pp} exceeds the {n_layers} transformer layers"
     base, extra = divmod(n_layers, pp)
-    bounds, first, layer_end = [], 0, inp.num_pre
-    for stage in range(pp):
-        layer_end += base + (1 if stage < extra else 0)
-        last = inp.num_parts - 1 if stage == pp - 1 else layer_end - 1
-        bounds.append((first, last))
-        first = last + 1
-    return tuple(bounds)
+    return stage_bounds_of_layers(inp, [base + (1 if stage < extra else 0) for stage in range(pp)])
 
 
 def stage_bounds_of_layers(inp: PlacementInput, layers_per_stage: Sequence[int]) -> tuple[tuple[int, int], ...]:
@@ -51,6 +45,7 @@ def evaluate_fixed(
     recompute: bool | str,
     stage_bounds: Sequence[tuple[int, int]] | None = None,
     *,
+    layers_per_stage: Sequence[int] | None = None,
     zero: int = 0,
     sp: bool = False,
     vp: int = 1,
@@ -58,9 +53,15 @@ def evaluate_fixed(
     tp_comm_overlap: bool = False,
 ) -> PlacementResult:
     """Time, throughput and memory of a fixed placement; infeasible plans come back flagged with the reason.
-    With vp > 1, `stage_bounds` and a per-stage `tp` list the pp x vp chunks."""
+    The stages are `stage_bounds` (part ranges), else the ranges holding `layers_per_stage` transformer layers,
+    else Megatron's even split. With vp > 1, these and a per-stage `tp` list the pp x vp chunks."""
     chunks = pp * vp
-    bounds = megatron_stage_bounds(inp, chunks) if stage_bounds is None else tuple((int(a), int(b)) for a, b in stage_bounds)
+    if stage_bounds is not None:
+        bounds = tuple((int(a), int(b)) for a, b in stage_bounds)
+    elif layers_per_stage is not None:
+        bounds = stage_bounds_of_layers(inp, layers_per_stage)
+    else:
+        bounds = megatron_stage_bounds(inp, chunks)
     widths = tuple(int(t) for t in tp) if isinstance(tp, Sequence) else (int(tp),) * chunks
     dims = dict(zero=int(zero), sp=bool(sp), vp=int(vp), cp=int(cp), tp_comm_overlap=bool(tp_comm_overlap))
     if isinstance(bounds, str):
