@@ -108,7 +108,7 @@ def test_units_collectives_and_views():
 
 
 def test_unknown_collective_is_rejected():
-    op = dict(allreduce_op(1024), target="phaze.all_to_all")
+    op = dict(allreduce_op(1024), target="phaze.broadcast")
     with pytest.raises(ValueError, match="unknown collective"):
         op_latencies(ops_frame([op]), chip_frame(), NET, tp=2)
 

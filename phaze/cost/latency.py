@@ -26,6 +26,7 @@ COLLECTIVES = {
     "phaze.all_reduce": "allreduce_s",
     "phaze.reduce_scatter": "reduce_scatter_s",
     "phaze.all_gather": "all_gather_s",
+    "phaze.all_to_all": "all_to_all_s",
 }
 """Collective targets and the Network method that times them over the TP group."""
 

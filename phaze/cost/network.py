@@ -6,6 +6,11 @@ steps. Tree (NCCL's double binary tree, Sanders et al. 2009): an all-reduce move
 2*ceil(log2 n) steps. On a hierarchy the all-reduce is a ring reduce-scatter inside the node, an
 all-reduce of the 1/k shard across nodes (k parallel groups, one per local rank; ring or tree), then
 a ring all-gather inside the node. Each step pays `link_latency_s`.
+All-to-all (an MoE layer's dispatch and combine): each of the n devices sends 1/n of its B bytes to
+every other member (Thakur, Rabenseifner & Gropp 2005, pairwise exchange, n - 1 steps). NCCL posts all
+the sends at once (grouped ncclSend / ncclRecv), so the shares to peers in the node (over the node's
+links) and to peers in other nodes (over the chip's inter-node link) move concurrently: the slower of
+the two sets the time.
 """
 
 from __future__ import annotations
@@ -112,6 +117,16 @@ class Network:
 
     all_gather_s = reduce_scatter_s
     group_all_gather_s = group_reduce_scatter_s
+
+    def all_to_all_s(self, nbytes, n: int, stride: int = 1):
+        """All-to-all of `nbytes` per device (what each sends, its own share included) over n devices `stride` apart."""
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        if n <= 1:
+            return _out(np.zeros_like(nbytes))
+        k = self.members_per_node(n, stride)
+        intra = (k - 1) / n * nbytes / self.intra_bytes_s
+        inter = (n - k) / n * nbytes / self.inter_bytes_s
+        return _out(np.maximum(intra, inter) + (n - 1) * self.latency_s)
 
     def p2p_s(self, nbytes, same_node: bool):
         """Send/receive of `nbytes` between two chips, inside a node or across nodes."""

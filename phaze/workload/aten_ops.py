@@ -17,7 +17,7 @@ NORM = {"native_layer_norm", "native_layer_norm_backward"}
 EMBEDDING = {"embedding", "embedding_dense_backward"}
 LOSS = {"nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward"}
 REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "argmax", "logsumexp", "prod", "cumsum"}
-COLLECTIVE = {"phaze.all_reduce", "phaze.all_gather", "phaze.reduce_scatter"}
+COLLECTIVE = {"phaze.all_reduce", "phaze.all_gather", "phaze.reduce_scatter", "phaze.all_to_all"}
 VIEW = {
     # Aliases and metadata-only reshapes: no data moves.
     "view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute", "expand", "unsqueeze",

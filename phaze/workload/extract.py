@@ -19,19 +19,21 @@ import transformers
 from omegaconf import DictConfig, OmegaConf
 
 from phaze.atomic_file import write_atomic
-from phaze.workload.families import build_parts, count_params
+from phaze.workload.experts import expert_param_bytes
+from phaze.workload.families import build_parts, count_params, valid_ep
 from phaze.workload.graph import PARTS, Shard, Workload
 from phaze.workload.trace import part_graph
 
 log = logging.getLogger(__name__)
 
-EXTRACTOR_VERSION = 5
+EXTRACTOR_VERSION = 7
 """Bump when the extracted tables change meaning, so stale caches are not reused."""
 
 ARCH_FIELDS = (
     "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
     "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
     "attention", "activation", "dropout", "fused_kernels",
+    "num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "moe_imbalance",
 )
 """The model fields that change the extracted graphs (name, source and expert placement do not)."""
 
@@ -55,17 +57,18 @@ def valid_tp_widths(model_cfg, tp_widths) -> list[int]:
     ]
 
 
-def shards_of(model_cfg, tp_widths, sp_values=(False,), cp_values=(1,)) -> list[Shard]:
-    """The distinct shards to trace: every valid TP width x sequence parallelism x context-parallel width
-    (sequence parallelism only where a TP group exists)."""
+def shards_of(model_cfg, tp_widths, sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> list[Shard]:
+    """The distinct shards to trace: every valid TP width x sequence parallelism x context-parallel width x
+    expert-parallel width (sequence parallelism only where a TP group exists, ep only dividing the experts)."""
     widths = valid_tp_widths(model_cfg, tp_widths)
-    return sorted({Shard(t, bool(sp), int(cp)).canonical() for t in widths for sp in sp_values for cp in cp_values},
-                  key=lambda s: (s.cp, s.sp, s.tp))
+    eps = valid_ep(model_cfg, ep_values)
+    return sorted({Shard(t, bool(sp), int(cp), ep).canonical() for t in widths for sp in sp_values for cp in cp_values for ep in eps},
+                  key=lambda s: (s.ep, s.cp, s.sp, s.tp))
 
 
-def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(False,), cp_values=(1,)) -> str:
+def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> str:
     arch = {k: _as_dict(model_cfg).get(k) for k in ARCH_FIELDS}
-    shards = [(s.tp, s.sp, s.cp) for s in shards_of(model_cfg, tp_widths, sp_values, cp_values)]
+    shards = [(s.tp, s.sp, s.cp, s.ep) for s in shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)]
     blob = json.dumps(
         {"arch": arch, "mbs": mbs, "bytes": bytes_per_elem, "shards": shards, "v": EXTRACTOR_VERSION,
          "torch": torch.__version__, "transformers": transformers.__version__},
@@ -74,43 +77,47 @@ def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(Fa
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,)) -> Workload:
+def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,),
+                     ep_values=(1,)) -> Workload:
     """Build and trace the model for each valid shard: pre, layer and post graphs both ways."""
     if mbs <= 0:
         raise ValueError(f"train.mbs must be positive, got {mbs}")
     if bytes_per_elem not in DTYPES:
         raise ValueError(f"train.bytes_per_elem={bytes_per_elem} is not supported; allowed: {sorted(DTYPES)}")
-    shards = shards_of(model_cfg, tp_widths, sp_values, cp_values)
+    shards = shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)
     if not shards:
         raise ValueError(f"no TP width in {list(tp_widths)} fits model {model_cfg.name} (max_tp={model_cfg.max_tp}, heads={model_cfg.num_heads})")
     dtype = DTYPES[bytes_per_elem]
     graphs = {}
     for shard in shards:
-        parts = build_parts(model_cfg, mbs, shard.tp, dtype, sp=shard.sp, cp=shard.cp)
-        graphs[shard] = {p: part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False))) for p in PARTS}
+        parts = build_parts(model_cfg, mbs, shard.tp, dtype, sp=shard.sp, cp=shard.cp, ep=shard.ep)
+        graphs[shard] = {p: part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False)),
+                                       expert_param_bytes(parts[p].module)) for p in PARTS}
+    params, active = count_params(model_cfg)
     return Workload(
         model_name=model_cfg.name,
         num_layers=model_cfg.num_layers,
         seq_len=model_cfg.seq_len,
         mbs=mbs,
         bytes_per_elem=bytes_per_elem,
-        params=count_params(model_cfg),
+        params=params,
         graphs=graphs,
+        active_params=active,
     )
 
 
 def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
-                     sp_values=(False,), cp_values=(1,)) -> Workload:
+                     sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> Workload:
     """The workload from the disk cache when present (keyed by a hash of the architecture and shards), else extracted and stored."""
     path = None
     if cache_dir is not None:
-        key = cache_key(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values)
+        key = cache_key(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values, ep_values)
         path = Path(cache_dir) / "workload" / f"{model_cfg.name}-{key}.pkl"
         if path.exists():
             with path.open("rb") as f:
                 return pickle.load(f)
     start = time.perf_counter()
-    workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values)
+    workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values, ep_values)
     log.info("extracted %s mbs=%d in %.1f s", model_cfg.name, mbs, time.perf_counter() - start)
     if path is not None:
         write_atomic(path, pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL))

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from phaze.workload.attention import CONTEXT_PARALLEL_ATTR, HF_EAGER_NAME, HF_NAME, check_attention, register_with_transformers
+from phaze.workload.experts import HF_EXPERTS_NAME, Routing, check_routing, register_experts, shard_experts
 from phaze.workload.graph import Shard
 from phaze.workload.tensor_parallel import (
     TPPlan,
@@ -161,6 +162,73 @@ def _starcoder2_config(cfg, num_layers: int):
     )
 
 
+# ---------------------------------------------------------------- Mixtures of experts (every block's MLP is an MoE layer)
+def _moe_common(cfg, num_layers: int) -> dict:
+    """The arguments Mixtral, Qwen2-MoE and OLMoE configs share."""
+    return dict(
+        hidden_size=cfg.hidden_size, num_hidden_layers=num_layers, num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=cfg.tie_word_embeddings, num_experts_per_tok=cfg.experts_per_token, **_activation(cfg, "hidden_act"),
+    )
+
+
+def _mixtral_config(cfg, num_layers: int):
+    """Mixtral (Jiang et al. 2024, arXiv 2401.04088): Llama blocks whose MLP is E SwiGLU experts, top-k."""
+    from transformers import MixtralConfig
+
+    return MixtralConfig(intermediate_size=cfg.expert_ffn_hidden_size, num_local_experts=cfg.num_experts,
+                         router_jitter_noise=0.0, sliding_window=None, **_moe_common(cfg, num_layers))
+
+
+def _qwen2_moe_config(cfg, num_layers: int):
+    """Qwen-MoE (Qwen1.5-MoE / Qwen2-MoE): fine-grained routed experts plus one shared-expert MLP of
+    num_shared_experts x expert_ffn_hidden_size (as DeepSeekMoE counts shared experts), QKV biases."""
+    from transformers import Qwen2MoeConfig
+
+    return Qwen2MoeConfig(
+        intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, num_experts=cfg.num_experts,
+        shared_expert_intermediate_size=cfg.num_shared_experts * cfg.expert_ffn_hidden_size, decoder_sparse_step=1,
+        mlp_only_layers=[], norm_topk_prob=False, **_moe_common(cfg, num_layers),
+    )
+
+
+def _olmoe_config(cfg, num_layers: int):
+    """OLMoE (Muennighoff et al. 2024, arXiv 2409.02060): Llama-like blocks with QK-norm, 64 small experts."""
+    from transformers import OlmoeConfig
+
+    return OlmoeConfig(intermediate_size=cfg.expert_ffn_hidden_size, num_experts=cfg.num_experts, **_moe_common(cfg, num_layers))
+
+
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "olmoe")
+SHARED_EXPERT_FAMILIES = ("qwen2_moe",)
+"""Families whose MoE block has a shared-expert MLP beside the routed experts."""
+
+
+def check_moe(cfg) -> None:
+    """The mixture-of-experts fields of `cfg`, checked against its family (ValueError naming the field)."""
+    e, k, f, shared = (int(cfg.get(n, 0) or 0) for n in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts"))
+    check_routing(float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
+    if cfg.family not in MOE_FAMILIES:
+        if e or k or shared:
+            raise ValueError(f"model.num_experts={e}, model.experts_per_token={k}, model.num_shared_experts={shared}: "
+                             f"mixtures of experts need model.family in {list(MOE_FAMILIES)}, not {cfg.family!r}")
+        return
+    for name, value in (("num_experts", e), ("experts_per_token", k), ("expert_ffn_hidden_size", f)):
+        if value < 1:
+            raise ValueError(f"model.{name}={value} must be >= 1 for the mixture-of-experts family {cfg.family!r}")
+    if k > e:
+        raise ValueError(f"model.experts_per_token={k} exceeds model.num_experts={e}: a token picks at most every expert")
+    if shared < 0 or (shared and cfg.family not in SHARED_EXPERT_FAMILIES) or (not shared and cfg.family in SHARED_EXPERT_FAMILIES):
+        raise ValueError(f"model.num_shared_experts={shared}: family {cfg.family!r} "
+                         + ("has shared experts (>= 1)" if cfg.family in SHARED_EXPERT_FAMILIES else "has none (0)"))
+
+
+def valid_ep(cfg, ep_values) -> list[int]:
+    """The expert-parallel widths that divide model.num_experts (only 1 for a dense model)."""
+    e = int(cfg.get("num_experts", 0) or 0)
+    return sorted({int(v) for v in ep_values if (e and e % int(v) == 0) or int(v) == 1})
+
+
 # ---------------------------------------------------------------- GPT-2 (also Megatron GPT-2 / GPT-3)
 def _gpt2_config(cfg, num_layers: int):
     from transformers import GPT2Config
@@ -298,6 +366,20 @@ def _transformers_class(name: str):
     return getattr(transformers, name)
 
 
+def _moe_family(name: str, build_config, class_name: str, shared_expert: str = "") -> Family:
+    """A Llama-style mixture of experts: attention split as Llama's, the MoE block's input copied to the TP group
+    and its output reduced, its experts sharded (phaze.workload.experts); a shared-expert MLP column- and
+    row-split with one reduction for both."""
+    shared_columns = (f"{shared_expert}.gate_proj", f"{shared_expert}.up_proj") if shared_expert else ()
+    return Family(
+        name, build_config, lambda: _transformers_class(class_name),
+        TPPlan(column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", *shared_columns), row=("self_attn.o_proj",),
+               partial_row=(f"{shared_expert}.down_proj",) if shared_expert else (), copy_to=("self_attn", "mlp"),
+               attention="self_attn", reduce_out=("mlp",), experts="mlp.experts"),
+        _llama_parts, lambda m: m.model.layers,
+    )
+
+
 FAMILIES: dict[str, Family] = {
     "starcoder2": Family(
         "starcoder2", _starcoder2_config, lambda: _transformers_class("Starcoder2ForCausalLM"),
@@ -315,6 +397,11 @@ FAMILIES: dict[str, Family] = {
         ),
         _llama_parts, lambda m: m.model.layers,
     ),
+    "mixtral": _moe_family("mixtral", _mixtral_config, "MixtralForCausalLM"),
+    "qwen2_moe": _moe_family("qwen2_moe", _qwen2_moe_config, "Qwen2MoeForCausalLM", shared_expert="mlp.shared_expert"),
+    # OLMoE normalises queries and keys over all heads at once (QK-norm over the full projection), which a
+    # TP split of the heads would change: conf/model/olmoe_1b_7b.yaml sets max_tp 1 (OLMoE trains without TP).
+    "olmoe": _moe_family("olmoe", _olmoe_config, "OlmoeForCausalLM"),
     "gpt2": Family(
         "gpt2", _gpt2_config, lambda: _transformers_class("GPT2LMHeadModel"),
         TPPlan(
@@ -345,12 +432,14 @@ FAMILIES: dict[str, Family] = {
 
 
 def family_of(cfg) -> Family:
-    """The family of `cfg`, after checking `model.family` and `model.attention`."""
+    """The family of `cfg`, after checking `model.family`, `model.attention` and the mixture-of-experts fields."""
     check_attention(cfg.attention)
     try:
-        return FAMILIES[cfg.family]
+        family = FAMILIES[cfg.family]
     except KeyError:
         raise ValueError(f"model.family={cfg.family!r} is not supported; allowed: {sorted(FAMILIES)}") from None
+    check_moe(cfg)
+    return family
 
 
 def build_model(cfg, num_layers: int, dtype=torch.bfloat16) -> nn.Module:
@@ -359,23 +448,38 @@ def build_model(cfg, num_layers: int, dtype=torch.bfloat16) -> nn.Module:
     family = family_of(cfg)
     hf_cfg = family.build_config(cfg, num_layers)
     register_with_transformers()
+    register_experts()
     # Our eager wrapper calls the model's own eager attention (SDPA on meta fails inside AOTAutograd, ecosystem.md §6.2).
     hf_cfg._attn_implementation = HF_NAME if cfg.attention == "flash" else HF_EAGER_NAME
+    if family.tp_plan.experts:
+        hf_cfg._experts_implementation = HF_EXPERTS_NAME
     with torch.device("meta"):
         model = family.model_class()(hf_cfg)
     return model.to(dtype).train()
 
 
-def count_params(cfg) -> int:
-    """Unique parameters of the full-depth model as Hugging Face builds it (tied weights once)."""
-    return sum(p.numel() for p in build_model(cfg, cfg.num_layers).parameters())
+def count_params(cfg) -> tuple[int, int]:
+    """(unique parameters of the full-depth model as Hugging Face builds it, tied weights once; the active
+    ones: all but the (E - k) / E share of the routed experts' weights that a token does not pass through)."""
+    model = build_model(cfg, cfg.num_layers)
+    total = sum(p.numel() for p in model.parameters())
+    expert_path = FAMILIES[cfg.family].tp_plan.experts
+    if not expert_path:
+        return total, total
+    routed = sum(p.numel() for block in FAMILIES[cfg.family].blocks(model) for p in block.get_submodule(expert_path).parameters())
+    idle = (cfg.num_experts - cfg.experts_per_token) / cfg.num_experts
+    return total, int(round(total - idle * routed))
 
 
-def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 0, sp: bool = False, cp: int = 1) -> dict[str, PartSpec]:
+def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 0, sp: bool = False, cp: int = 1,
+                ep: int = 1) -> dict[str, PartSpec]:
     """Pre / layer / post parts of the model sharded for one device of a t-wide TP group (sequence-parallel
-    with `sp`) holding 1/cp of the sequence (context parallelism: cp > 1 needs model.attention=flash)."""
+    with `sp`) holding 1/cp of the sequence (context parallelism: cp > 1 needs model.attention=flash) and,
+    in a mixture of experts, 1/ep of the experts (phaze.workload.experts)."""
     family = family_of(cfg)
-    shard = Shard(t, sp, cp).canonical()
+    shard = Shard(t, sp, cp, ep).canonical()
+    if ep > 1 and not family.tp_plan.experts:
+        raise ValueError(f"placement.ep={ep}: expert parallelism needs a mixture-of-experts model, not family {cfg.family!r}")
     if cfg.seq_len % shard.seq_split:
         raise ValueError(f"model.seq_len={cfg.seq_len} does not split into {shard.seq_split} pieces (cp x tp under sequence parallelism)")
     if cp > 1 and cfg.attention != "flash":
@@ -385,6 +489,9 @@ def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 
     if layer_index:
         blocks[0] = blocks[layer_index]
     shard_block(blocks[0], family.tp_plan, t, shard.sp)
+    if family.tp_plan.experts:
+        routing = Routing(ep, t, t * cp, float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
+        shard_experts(blocks[0].get_submodule(family.tp_plan.experts), ep, t, routing)
     if cp > 1:
         setattr(blocks[0].get_submodule(family.tp_plan.attention), CONTEXT_PARALLEL_ATTR, (cp, t))
     return family.make_parts(model, cfg, mbs, shard, dtype)

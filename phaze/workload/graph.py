@@ -106,6 +106,8 @@ class LayerGraph:
     core_saved_bytes: float = 0.0
     """The part of saved_bytes the attention core keeps internally (scores, softmax, dropout): what
     selective recompute does not store."""
+    expert_param_bytes: float = 0.0
+    """The part of param_bytes that is expert weights (reduced over the expert-data-parallel group)."""
 
     def matmul_flops(self) -> float:
         return self.fwd.total("flops", "matmul") + self.bwd.total("flops", "matmul")
@@ -117,15 +119,17 @@ class LayerGraph:
 
 @dataclass(frozen=True)
 class Shard:
-    """How one device's slice of the model is cut: TP width, sequence parallelism, context-parallel width."""
+    """How one device's slice of the model is cut: TP width, sequence parallelism, context-parallel width,
+    expert-parallel width."""
 
     tp: int = 1
     sp: bool = False
     cp: int = 1
+    ep: int = 1
 
     def canonical(self) -> "Shard":
         """Sequence parallelism at TP width 1 is no parallelism: the same graphs as without it."""
-        return Shard(self.tp, self.sp and self.tp > 1, self.cp)
+        return Shard(self.tp, self.sp and self.tp > 1, self.cp, self.ep)
 
     @property
     def seq_split(self) -> int:
@@ -145,17 +149,19 @@ class Workload:
     params: int
     """Unique parameters of the whole model as built (tied weights counted once)."""
     graphs: dict[Shard, dict[str, LayerGraph]] = field(default_factory=dict)
-    """Shard (tp, sp, cp; canonical) -> part ("pre", "layer", "post") -> graph."""
+    """Shard (tp, sp, cp, ep; canonical) -> part ("pre", "layer", "post") -> graph."""
+    active_params: int = 0
+    """Parameters one token passes through (a mixture of experts: its k routed experts; else all of them)."""
 
     @property
     def tp_widths(self) -> list[int]:
         return sorted({s.tp for s in self.graphs})
 
-    def has(self, tp: int, sp: bool = False, cp: int = 1) -> bool:
-        return Shard(tp, sp, cp).canonical() in self.graphs
+    def has(self, tp: int, sp: bool = False, cp: int = 1, ep: int = 1) -> bool:
+        return Shard(tp, sp, cp, ep).canonical() in self.graphs
 
-    def part(self, tp: int, part: str, sp: bool = False, cp: int = 1) -> LayerGraph:
-        return self.graphs[Shard(tp, sp, cp).canonical()][part]
+    def part(self, tp: int, part: str, sp: bool = False, cp: int = 1, ep: int = 1) -> LayerGraph:
+        return self.graphs[Shard(tp, sp, cp, ep).canonical()][part]
 
     def train_matmul_flops_per_seq(self, tp: int | None = None) -> float:
         """Matmul FLOPs of one training step (fwd + bwd) per sequence, summed over all devices of a TP (and

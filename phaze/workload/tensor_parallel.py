@@ -135,6 +135,14 @@ class TPPlan:
     """(module path, attribute) integers that count heads or feature widths per device: divided by t."""
     attention: str = ""
     """The attention module (its keys and values are gathered under context parallelism)."""
+    partial_row: tuple[str, ...] = ()
+    """Linears whose input features are split and whose partial output is reduced further on (a shared
+    expert's down projection, summed with the routed experts before the block's one reduction)."""
+    reduce_out: tuple[str, ...] = ()
+    """Modules whose output is a partial sum over the TP group, reduced as a row-parallel linear's is
+    (a mixture-of-experts block: its experts keep 1/t of their FFN width)."""
+    experts: str = ""
+    """The fused-weight experts module of a mixture-of-experts block (phaze.workload.experts)."""
 
 
 def _split_linear(module: nn.Module, t: int, dim: str) -> nn.Module:
@@ -181,10 +189,13 @@ def shard_block(block: nn.Module, plan: TPPlan, t: int, sp: bool = False) -> Non
     for path in plan.column:
         set_submodule(block, path, _split_linear(block.get_submodule(path), t, "out"))
     reduce = (lambda x: scatter_sequence(x, t)) if sp else (lambda x: reduce_from_tp(x, t))
-    for path in plan.row:
+    for path in plan.row + plan.partial_row:
         new = _split_linear(block.get_submodule(path), t, "in")
-        new.register_forward_hook(lambda mod, args, out: reduce(out))
+        if path in plan.row:
+            new.register_forward_hook(lambda mod, args, out: reduce(out))
         set_submodule(block, path, new)
+    for path in plan.reduce_out:
+        block.get_submodule(path).register_forward_hook(lambda mod, args, out: reduce(out))
     copy = (lambda x: gather_sequence(x, t)) if sp else (lambda x: copy_to_tp(x, t))
     for path in plan.copy_to:
         block.get_submodule(path).register_forward_pre_hook(input_hook(copy), with_kwargs=True)

@@ -15,6 +15,7 @@ from torch.func import functional_call
 
 from phaze.workload.aten_ops import GATHERS, flops_of, kind_of, matmul_dims, nbytes, op_name, tensors_of
 from phaze.workload.attention import CORE_MARKER, FLASH_FORWARD, FLASH_OPS, kernel_steps
+from phaze.workload.experts import ALL_TO_ALL
 from phaze.workload.families import PartSpec
 from phaze.workload.graph import EDGE_COLUMNS, OP_COLUMNS, LayerGraph, OpGraph
 from phaze.workload.tensor_parallel import token_dim
@@ -94,8 +95,10 @@ def _row(name: str, target: str, kind: str, out_shape, in_shapes, dims, numel_ou
 
 def collective_group(node: fx.Node) -> tuple[int, int, bool]:
     """(group size, stride, context-parallel?) of a traced collective: all_reduce(x, n) over a TP group of
-    adjacent devices, all_gather / reduce_scatter(x, n, stride, dim, context)."""
+    adjacent devices, all_gather / reduce_scatter(x, n, stride, dim, context), all_to_all(x, n, stride, rows)."""
     args = node.args
+    if op_name(node.target) == ALL_TO_ALL:
+        return int(args[1]), int(args[2]), False
     return int(args[1]), (int(args[2]) if len(args) > 2 else 1), bool(args[4]) if len(args) > 4 else False
 
 
@@ -208,7 +211,7 @@ def _gathered(fwd_gm: fx.GraphModule) -> dict[str, fx.Node]:
     return {n.name: n for n in fwd_gm.graph.nodes if n.op == "call_function" and op_name(n.target) == GATHER}
 
 
-def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool = False) -> LayerGraph:
+def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool = False, expert_bytes: float = 0.0) -> LayerGraph:
     """Trace a part and build its LayerGraph: ops both ways, parameters, saved activations, boundary bytes.
 
     A saved all-gather output is kept as its shard and gathered again in backward (`regather`).
@@ -247,4 +250,5 @@ def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused
         input_bytes=float(nbytes(spec.inputs[spec.grad_input])) if spec.grad_input is not None else 0.0,
         output_bytes=float(nbytes(out)) if part != "post" else 0.0,
         core_saved_bytes=core_saved,
+        expert_param_bytes=expert_bytes,
     )
