@@ -26,7 +26,7 @@ from phaze.search.study import OBJECTIVES, storage_url
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.workload.attention import ATTENTION_IMPLEMENTATIONS
 from phaze.workload.extract import DTYPES, valid_tp_widths
-from phaze.workload.families import ACTIVATIONS, FAMILIES
+from phaze.workload.families import ACTIVATIONS, FAMILIES, check_moe, valid_ep
 
 EXIT_CONFIG = 2
 """Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
@@ -77,6 +77,12 @@ def check_model(m) -> None:
         raise ConfigError(f"model.seq_len={m.seq_len}: allowed values are 1..model.max_position_embeddings={m.max_position_embeddings}")
     for name in ("pp", "dp", "tp"):
         positive_ints(m.expert[name], f"model.expert.{name}")
+    for name in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor"):
+        _positive(m[name], f"model.{name}", allow_zero=True)
+    try:
+        check_moe(m)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def check_hw(hw) -> None:
@@ -157,6 +163,11 @@ def check_train(cfg, m) -> None:
     bools(t.tp_comm_overlap, "train.tp_comm_overlap")
     positive_ints(t.vp, "train.vp")
     positive_ints(t.cp, "train.cp")
+    positive_ints(t.ep, "train.ep")
+    if t.capacity_factor is not None:
+        _positive(t.capacity_factor, "train.capacity_factor", allow_zero=True)
+    if t.moe_imbalance is not None and (isinstance(t.moe_imbalance, bool) or t.moe_imbalance < 1):
+        raise ConfigError(f"train.moe_imbalance={t.moe_imbalance!r}: allowed values are numbers >= 1 (1: balanced routing)")
     for mbs in positive_ints(t.mbs, "train.mbs"):
         if t.global_batch % mbs:
             raise ConfigError(f"train.global_batch={t.global_batch}: must be a multiple of every train.mbs (here {mbs}), "
@@ -187,9 +198,19 @@ def check_dimensions(cfg, model) -> None:
     p = cfg.placement
     if p.zero is not None:
         zero_stages(p.zero, "placement.zero")
-    for name in ("vp", "cp"):
+    for name in ("vp", "cp", "ep"):
         _positive(p[name], f"placement.{name}", allow_zero=True)
     zeros, cps, sps, overlaps = options(cfg, "zero"), options(cfg, "cp"), options(cfg, "sp"), options(cfg, "tp_comm_overlap")
+    eps = options(cfg, "ep")
+    if max(eps) > 1 and cfg.train.step_model == "phaze":
+        raise ConfigError("placement.ep: expert parallelism needs train.step_model=timeline (e.g. train=megatron); allowed with "
+                          "train.step_model=phaze: ep 1")
+    if p.ep > 1 and p.zero is not None and p.zero > 1:
+        raise ConfigError(f"placement.zero={p.zero}: with expert parallelism (placement.ep={p.ep}) allowed values are 0 and 1 "
+                          "(Megatron-Core shards experts with its distributed optimizer)")
+    if p.ep > 1 and p.dp and p.dp % p.ep:
+        raise ConfigError(f"placement.ep={p.ep}: must divide placement.dp={p.dp} (EP groups are formed from data-parallel ranks); "
+                          f"allowed: {[e for e in valid_ep(model, range(1, p.dp + 1)) if p.dp % e == 0]}")
     if cfg.train.step_model == "phaze" and (max(zeros) > 0 or max(cps) > 1):
         field = "placement.zero" if max(zeros) > 0 else "placement.cp"
         raise ConfigError(f"{field}: ZeRO and context parallelism need train.step_model=timeline (e.g. train=megatron); "

@@ -74,7 +74,7 @@ def main(cfg) -> None:
     record = result_record(result)
     print(
         f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}: dp={record['dp']} pp={record['pp']} tp={record['tp']} "
-        f"cp={record['cp']} vp={record['vp']} mbs={record['mbs']} recompute={record['recompute']} zero={record['zero']} "
+        f"cp={record['cp']} ep={record['ep']} vp={record['vp']} mbs={record['mbs']} recompute={record['recompute']} zero={record['zero']} "
         f"sp={record['sp']} tp_comm_overlap={record['tp_comm_overlap']} -> {record['throughput_seq_s']:.2f} seq/s, "
         f"MFU {record['mfu']:.1%}, {record['memory_per_device_gib']:.1f} GiB/device"
     )

@@ -28,13 +28,13 @@ GIB = 2**30
 LATENCY_FIELDS = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s", "core_fwd_s")
 """Per-part latencies a placement reads; core_fwd_s is the attention core's forward (selective recompute)."""
 DIRECTIONS = ("fwd", "bwd")
-SIZE_FIELDS = ("param_bytes", "saved_bytes", "input_bytes", "output_bytes", "core_saved_bytes")
+SIZE_FIELDS = ("param_bytes", "saved_bytes", "input_bytes", "output_bytes", "core_saved_bytes", "expert_param_bytes")
 
 
 def variant_graph(workloads: dict[int, Workload], variant: LayerVariant, tp: int, part: str):
     """The part's LayerGraph for a layer variant at TP width tp, or None when it was not extracted."""
     w = workloads[variant.mbs]
-    return w.part(tp, part, variant.sp, variant.cp) if w.has(tp, variant.sp, variant.cp) else None
+    return w.part(tp, part, variant.sp, variant.cp, variant.ep) if w.has(tp, variant.sp, variant.cp, variant.ep) else None
 
 
 def core_fwd_s(ops, unit, parallel_s) -> np.ndarray:
@@ -167,7 +167,7 @@ class LayerLatencies:
 
     def keys_of(self, strategy) -> set[tuple]:
         """The entries a strategy's time depends on: its layer variant at each of its stages' TP widths."""
-        vi = self.variants.index(LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap))
+        vi = self.variants.index(LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap, strategy.ep))
         widths = strategy.tp_per_stage or (strategy.tp,) * strategy.pp
         return {(vi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in PARTS for d in DIRECTIONS}
 
@@ -246,7 +246,8 @@ def load_workloads(cfg) -> dict[int, Workload]:
     model = training_model(cfg)
     return {
         int(mbs): extract_workload(model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir,
-                                   sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")))
+                                   sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")),
+                                   ep_values=tuple(options(cfg, "ep")))
         for mbs in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)
     }
 
@@ -270,6 +271,7 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
         costs["pre"], costs["layer"], costs["post"], any_w.num_layers,
         mbs_values=np.array([v.mbs for v in variants]), sp_values=np.array([v.sp for v in variants]),
         cp_values=np.array([v.cp for v in variants]), overlap_values=np.array([v.tp_comm_overlap for v in variants]),
+        ep_values=np.array([v.ep for v in variants]),
         tp_values=np.array(tp_values),
         devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
         hbm_bytes=float(row.hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,

@@ -3,7 +3,7 @@
 Each placement dimension takes its values from train.* (the preset's search space: one value or a
 list) unless placement.* fixes one (placement.zero / sp / tp_comm_overlap null, placement.vp / cp 0:
 search). A layer variant is what changes a part's operator graph or its latency: microbatch,
-sequence parallelism, context-parallel width and TP communication overlap.
+sequence parallelism, context-parallel width, TP communication overlap and expert-parallel width.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from phaze.config_values import bools, positive_ints, recompute_options, zero_stages
+from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.placement.solve import Space
+from phaze.workload.families import valid_ep
 from phaze.schedule.streams import StreamOptions
 
-DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap")
+DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap", "ep")
 """The placement dimensions beyond dp / pp / tp and the microbatch (placement.* or train.*)."""
-SEARCHED_BY_ZERO = ("vp", "cp")
+SEARCHED_BY_ZERO = ("vp", "cp", "ep")
 """Placement fields where 0 means "search"; the others use null."""
 
 
@@ -28,18 +29,28 @@ class LayerVariant:
     sp: bool = False
     cp: int = 1
     tp_comm_overlap: bool = False
+    ep: int = 1
 
 
 def options(cfg, name: str) -> list:
-    """The values of placement dimension `name` to consider: placement.<name> when set, else train.<name>."""
+    """The values of placement dimension `name` to consider: placement.<name> when set, else train.<name>
+    (expert parallelism: those dividing the model's experts, only 1 for a dense model)."""
     fixed = cfg.placement.get(name)
     unset = fixed == 0 if name in SEARCHED_BY_ZERO else fixed is None
     value = cfg.train[name] if unset else fixed
+    field = f"placement.{name}" if not unset else f"train.{name}"
     if name == "zero":
-        return zero_stages(value, f"placement.{name}" if not unset else f"train.{name}")
+        return zero_stages(value, field)
     if name in ("sp", "tp_comm_overlap"):
-        return bools(value, f"placement.{name}" if not unset else f"train.{name}")
-    return positive_ints(value, f"placement.{name}" if not unset else f"train.{name}")
+        return bools(value, field)
+    values = positive_ints(value, field)
+    if name == "ep":
+        allowed = valid_ep(cfg.model, values)
+        if not unset and allowed != values:
+            raise ConfigError(f"placement.ep={value} does not divide model.num_experts={cfg.model.get('num_experts', 0)} "
+                             f"(allowed: divisors of the experts; 1 for a dense model)")
+        return allowed
+    return values
 
 
 def placement_space(cfg, per_stage_tp: bool = True) -> Space:
@@ -47,7 +58,8 @@ def placement_space(cfg, per_stage_tp: bool = True) -> Space:
     return Space(
         recompute=tuple(recompute_options(cfg.train.recompute)), mbs=tuple(positive_ints(cfg.train.mbs, "train.mbs")),
         zero=tuple(options(cfg, "zero")), sp=tuple(options(cfg, "sp")), vp=tuple(options(cfg, "vp")),
-        cp=tuple(options(cfg, "cp")), tp_comm_overlap=tuple(options(cfg, "tp_comm_overlap")), per_stage_tp=per_stage_tp,
+        cp=tuple(options(cfg, "cp")), tp_comm_overlap=tuple(options(cfg, "tp_comm_overlap")), ep=tuple(options(cfg, "ep")),
+        per_stage_tp=per_stage_tp,
     )
 
 
@@ -60,13 +72,14 @@ def layer_variants(cfg, inter_op_parallel: bool) -> list[LayerVariant]:
         overlaps = [False]
     out = []
     for mbs in positive_ints(cfg.train.mbs, "train.mbs"):
-        for cp in options(cfg, "cp"):
-            for sp in options(cfg, "sp"):
-                out.extend(LayerVariant(mbs, sp, cp, o) for o in overlaps if sp or not o)
+        for ep in options(cfg, "ep"):
+            for cp in options(cfg, "cp"):
+                for sp in options(cfg, "sp"):
+                    out.extend(LayerVariant(mbs, sp, cp, o, ep) for o in overlaps if sp or not o)
     return out
 
 
-TRAIN_MODEL_FIELDS = ("attention", "fused_kernels")
+TRAIN_MODEL_FIELDS = ("attention", "fused_kernels", "capacity_factor", "moe_imbalance")
 """Framework choices that change the traced graphs: train.<field>, when set, overrides model.<field>."""
 
 

@@ -53,7 +53,20 @@ class ModelCfg:
     # The framework fuses elementwise chains (Megatron/Apex/Transformer Engine kernels, torch.compile), so the
     # forward saves only what a min-cut rematerialization partition keeps; false: every eager operator saves its inputs.
     fused_kernels: bool = False
+    # Mixture of experts (families mixtral | qwen2_moe | olmoe; 0 for a dense model): routed experts, experts each
+    # token picks, the FFN width of one expert, shared experts (one shared MLP of num_shared_experts x that width).
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_ffn_hidden_size: int = 0
+    num_shared_experts: int = 0
+    # The routing assumption (phaze.workload.experts; train.* overrides when set): 0 = dropless, else tokens padded
+    # to capacity_factor x an expert's balanced share; moe_imbalance >= 1: the busiest device's share of a dropless layer.
+    capacity_factor: float = 0.0
+    moe_imbalance: float = 1.0
     source: str = ""
+    # Parameter counts the source publishes (total and active per token; 0: not given), checked by the tests.
+    published_params: float = 0.0
+    published_active_params: float = 0.0
     expert: ExpertCfg = field(default_factory=ExpertCfg)
 
 
@@ -189,6 +202,11 @@ class TrainCfg:
     vp: Any = field(default_factory=lambda: [1])
     cp: Any = field(default_factory=lambda: [1])
     tp_comm_overlap: Any = field(default_factory=lambda: [False])
+    # Expert-parallel widths to search (only those dividing model.num_experts are used; 1 for a dense model).
+    ep: Any = field(default_factory=lambda: [1])
+    # The MoE routing assumption, overriding the model's (null: the model's own): see ModelCfg.
+    capacity_factor: Optional[float] = None
+    moe_imbalance: Optional[float] = None
     # eager | flash: the attention kernel, overriding model.attention (null: the model's own).
     attention: Optional[str] = None
     # Whether the framework's kernels are fused (see model.fused_kernels), overriding the model's (null: the model's own).
@@ -217,7 +235,8 @@ class ScheduleCfg:
     time_limit_s: float = 60.0
     # Gurobi effort per layer MILP in work units (~1 s of one core each; null: none). Unlike a time limit it
     # is deterministic, so a search and the grid that checks it get the same layer latencies on any load;
-    # more effort rarely improves the MILP's schedule (experiments/results/work_limit_bench.md).
+    # more effort rarely improves the MILP's schedule (experiments/results/work_limit_bench.md). HiGHS (a layer over
+    # Gurobi's size-limited licence) has no work units and takes it as seconds.
     work_limit: Optional[float] = 5.0
     threads: int = 1
     cache: bool = True
@@ -236,6 +255,7 @@ class PlacementCfg:
     vp: int = 0
     cp: int = 0
     tp_comm_overlap: Optional[bool] = None
+    ep: int = 0
     # Transformer layers per pipeline stage (pp x vp entries with interleaving, chunks in order), for a fixed
     # placement; null: Megatron's even split (the first num_layers mod pp stages one layer more).
     layers_per_stage: Optional[List[int]] = None

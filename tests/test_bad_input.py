@@ -18,6 +18,9 @@ from tests.test_search_study import TINY_MODEL
 BASE = [*TINY_MODEL, "hw=tiny_grid"]
 """A valid job (checked below) that each case breaks in one place."""
 
+MOE = ["model.family=mixtral", "model.num_experts=4", "model.experts_per_token=2", "model.expert_ffn_hidden_size=512"]
+"""The base job's model as a mixture of experts."""
+
 CASES = [
     # (overrides, field the message must name, a word the message must list as allowed)
     (["model=nope"], "model", "llama2"),
@@ -80,6 +83,14 @@ CASES = [
      "placement.vp", "allowed with placement.pp=2: [1]"),
     (["placement.dp=8", "placement.pp=2", "placement.tp=1", "placement.layers_per_stage=[1,2]"],
      "placement.layers_per_stage", "summing to model.num_layers=2"),
+    # mixtures of experts (issue 13)
+    ([*MOE, "model.experts_per_token=6"], "model.experts_per_token", "model.num_experts=4"),
+    ([*MOE, "train=megatron", "train.tp_widths=[1,2]", "placement.ep=3"], "placement.ep", "divisors of the experts"),
+    ([*MOE, "placement.ep=2"], "placement.ep", "train.step_model=timeline"),
+    ([*MOE, "train=megatron", "train.tp_widths=[1,2]", "placement.ep=2", "placement.zero=3"], "placement.zero", "0 and 1"),
+    (["train.capacity_factor=-1"], "train.capacity_factor", ">= 0"),
+    (["train.moe_imbalance=0.5"], "train.moe_imbalance", ">= 1"),
+    (["model.num_experts=8"], "model.num_experts", "mixtral"),
 ]
 
 

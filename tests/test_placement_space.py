@@ -22,19 +22,23 @@ def modern_chains(draw, max_parts=4):
     (PHAZE's leaves ZeRO and context parallelism out of the space)."""
     n = draw(st.integers(2, max_parts))
     widths = np.array(draw(st.sampled_from([[1], [1, 2], [2, 4], [1, 2, 4]])))
-    variants = draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.booleans(), st.sampled_from([1, 2]), st.booleans()),
+    variants = draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.booleans(), st.sampled_from([1, 2]), st.booleans(), st.sampled_from([1, 2])),
                              min_size=1, max_size=3, unique=True))
     mbs = np.array([v[0] for v in variants])
     sp = np.array([v[1] for v in variants])
     cp = np.array([v[2] for v in variants])
     overlap = np.array([v[3] for v in variants])
+    ep = np.array([v[4] for v in variants])
     shape = (len(variants), len(widths), n)
     unit = st.floats(0.05, 1.0, allow_nan=False)
     base = {name: draw(arrays(np.float64, (n,), elements=unit)) for name in ("fwd", "prm", "sav", "inb", "outb", "core")}
     jitter = draw(arrays(np.float64, shape, elements=st.floats(0.8, 1.25)))
     scale = (mbs / cp)[:, None, None] / widths[None, :, None] * np.where(sp, 0.9, 1.0)[:, None, None]
     tp_comm = 0.02 * (widths[None, :, None] > 1) * mbs[:, None, None] * np.where(overlap, 0.5, 1.0)[:, None, None] * np.ones(shape)
-    fwd = base["fwd"] * scale * jitter + tp_comm
+    fwd = base["fwd"] * scale * jitter + tp_comm + 0.03 * (ep[:, None, None] > 1)
+    param_bytes = base["prm"] * 10 / widths[None, :, None] * np.ones(shape)
+    expert_share = draw(st.sampled_from([0.0, 0.8]))  # a mixture of experts: most weights are experts, divided by ep
+    param_bytes = param_bytes * ((1 - expert_share) + expert_share / ep[:, None, None])
     saved = base["sav"] * 5 * scale * jitter
     optimizer = draw(st.sampled_from(["sgd", "adam"]))
     hbm_fraction = draw(st.sampled_from([0.3, 0.6, 1.0, 1.5]))
@@ -42,9 +46,9 @@ def modern_chains(draw, max_parts=4):
     hbm_bytes = max(hbm_fraction * part_bytes.sum(), 0.5 * part_bytes.max())
     network = random_network(draw)
     return PlacementInput(
-        mbs_values=mbs, sp_values=sp, cp_values=cp, overlap_values=overlap, tp_values=widths,
+        mbs_values=mbs, sp_values=sp, cp_values=cp, overlap_values=overlap, ep_values=ep, tp_values=widths,
         fwd_s=fwd, bwd_s=2 * fwd * jitter, tp_comm_fwd_s=tp_comm, tp_comm_bwd_s=tp_comm,
-        param_bytes=base["prm"] * 10 / widths[None, :, None] * np.ones(shape),
+        param_bytes=param_bytes, expert_param_bytes=param_bytes * expert_share / ((1 - expert_share) * ep[:, None, None] + expert_share),
         saved_bytes=saved, input_bytes=base["inb"] * (mbs / cp)[:, None, None] * np.ones(shape),
         output_bytes=base["outb"] * (mbs / cp)[:, None, None] * np.ones(shape),
         core_fwd_s=0.3 * base["core"] * scale, core_saved_bytes=saved * draw(st.sampled_from([0.0, 0.4])),
@@ -62,7 +66,7 @@ def spaces(draw):
     return Space(
         recompute=tuple(draw(st.lists(st.sampled_from(["none", "selective", "full"]), min_size=1, max_size=3, unique=True))),
         zero=tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3]), min_size=1, max_size=2, unique=True))),
-        sp=(False, True), cp=(1, 2), tp_comm_overlap=(False, True),
+        sp=(False, True), cp=(1, 2), tp_comm_overlap=(False, True), ep=tuple(draw(st.sampled_from([(1,), (1, 2), (2,)]))),
         vp=tuple(draw(st.sampled_from([(1,), (1, 2), (2,)]))),
         per_stage_tp=draw(st.booleans()),
     )
@@ -74,8 +78,9 @@ def test_dp_equals_brute_force_over_the_enlarged_space(inp, space):
     fast = solved_three_ways(inp, space=space)
     if fast is not None:
         s = fast.strategy
-        event(f"zero {s.zero}, vp {s.vp}, cp {s.cp}, {s.recompute}")
+        event(f"zero {s.zero}, vp {s.vp}, cp {s.cp}, ep {s.ep}, {s.recompute}")
         assert fast.feasible and fast.memory_per_device_bytes <= inp.hbm_bytes
         assert s.devices_used <= inp.devices
-        assert s.zero in space.zero and s.vp in space.vp and s.recompute in space.recompute
+        assert s.zero in space.zero and s.vp in space.vp and s.recompute in space.recompute and s.ep in space.ep
+        assert s.dp % s.ep == 0 and (s.ep == 1 or s.zero <= 1)
         assert sum(fast.breakdown.values()) == pytest.approx(fast.time_per_batch_s, rel=1e-9)

@@ -1,4 +1,4 @@
-"""Cost of a given placement (an expert baseline or any dp/pp/tp/mbs/recompute/zero/sp/vp/cp) with the DP's model."""
+"""Cost of a given placement (an expert baseline or any dp/pp/tp/mbs/recompute/zero/sp/vp/cp/ep) with the DP's model."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ def evaluate_fixed(
     vp: int = 1,
     cp: int = 1,
     tp_comm_overlap: bool = False,
+    ep: int = 1,
 ) -> PlacementResult:
     """Time, throughput and memory of a fixed placement; infeasible plans come back flagged with the reason.
     The stages are `stage_bounds` (part ranges), else the ranges holding `layers_per_stage` transformer layers,
@@ -63,7 +64,7 @@ def evaluate_fixed(
     else:
         bounds = megatron_stage_bounds(inp, chunks)
     widths = tuple(int(t) for t in tp) if isinstance(tp, Sequence) else (int(tp),) * chunks
-    dims = dict(zero=int(zero), sp=bool(sp), vp=int(vp), cp=int(cp), tp_comm_overlap=bool(tp_comm_overlap))
+    dims = dict(zero=int(zero), sp=bool(sp), vp=int(vp), cp=int(cp), tp_comm_overlap=bool(tp_comm_overlap), ep=int(ep))
     if isinstance(bounds, str):
         plan = Plan(int(mbs), recompute, int(dp), (), **dims)
         return result_from_cost(inp, PlanCost(plan, False, bounds, 0, float("inf")))

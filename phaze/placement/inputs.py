@@ -1,7 +1,8 @@
 """What the placement DP reads: per-part costs of the layer chain for each (layer variant, TP width).
 
 A layer variant is what changes the per-part operator graphs and their latencies: the microbatch
-size, Megatron sequence parallelism, the context-parallel width and TP communication overlap.
+size, Megatron sequence parallelism, the context-parallel width, TP communication overlap and the
+expert-parallel width.
 
 The chain is pre-parts (embeddings), N transformer layers, post-parts (final norm, LM head, loss).
 Every per-part number is for ONE device of a t-wide tensor-parallel group and ONE microbatch.
@@ -36,9 +37,10 @@ PART_FIELDS = (
     "param_bytes", "saved_bytes", "input_bytes", "output_bytes",
 )
 """Per-part arrays of a PlacementInput, each shaped [layer-variant index, TP-width index, part]."""
-OPTIONAL_PART_FIELDS = ("core_fwd_s", "core_saved_bytes")
-"""Per-part arrays for selective recompute (zeros when not given): the attention core's forward time
-and the activations it saves (Korthikanti et al. 2022 §5)."""
+OPTIONAL_PART_FIELDS = ("core_fwd_s", "core_saved_bytes", "expert_param_bytes")
+"""Per-part arrays (zeros when not given): for selective recompute, the attention core's forward time
+and the activations it saves (Korthikanti et al. 2022 §5); the expert weights among param_bytes (a
+mixture of experts: reduced and sharded over the expert-data-parallel group)."""
 
 
 @dataclass
@@ -62,6 +64,7 @@ class PartCosts:
     tp_comm_bwd_s: np.ndarray | None = None
     core_fwd_s: np.ndarray | None = None
     core_saved_bytes: np.ndarray | None = None
+    expert_param_bytes: np.ndarray | None = None
 
     def array(self, name: str) -> np.ndarray:
         value = getattr(self, name)
@@ -117,8 +120,11 @@ class PlacementInput:
     """Context-parallel width of each variant (default: 1)."""
     overlap_values: np.ndarray | None = None
     """TP communication overlap of each variant (default: off)."""
+    ep_values: np.ndarray | None = None
+    """Expert-parallel width of each variant (default: 1)."""
     core_fwd_s: np.ndarray | None = None
     core_saved_bytes: np.ndarray | None = None
+    expert_param_bytes: np.ndarray | None = None
     step_model: str = "phaze"
     """train.step_model (STEP_MODELS)."""
     overlap_grad_reduce: bool = False
@@ -143,13 +149,15 @@ class PlacementInput:
         self.sp_values = np.zeros(n_var, np.bool_) if self.sp_values is None else np.asarray(self.sp_values, dtype=np.bool_)
         self.cp_values = np.ones(n_var, np.int64) if self.cp_values is None else np.asarray(self.cp_values, dtype=np.int64)
         self.overlap_values = np.zeros(n_var, np.bool_) if self.overlap_values is None else np.asarray(self.overlap_values, dtype=np.bool_)
+        self.ep_values = np.ones(n_var, np.int64) if self.ep_values is None else np.asarray(self.ep_values, dtype=np.int64)
         for name in PART_FIELDS:
             setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
         for name in OPTIONAL_PART_FIELDS:
             value = getattr(self, name)
             setattr(self, name, np.zeros_like(self.fwd_s) if value is None else np.asarray(value, dtype=np.float64))
         shape = (n_var, len(self.tp_values), self.num_parts)
-        for values, name in ((self.sp_values, "sp_values"), (self.cp_values, "cp_values"), (self.overlap_values, "overlap_values")):
+        for values, name in ((self.sp_values, "sp_values"), (self.cp_values, "cp_values"), (self.overlap_values, "overlap_values"),
+                             (self.ep_values, "ep_values")):
             if values.shape != (n_var,):
                 raise ValueError(f"{name} has shape {values.shape}, expected ({n_var},): one entry per layer variant")
         if len(set(self.variant_list())) != n_var:
@@ -159,8 +167,8 @@ class PlacementInput:
                 raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected {shape}")
         if np.any(np.diff(self.tp_values) <= 0) or np.any(self.tp_values < 1):
             raise ValueError(f"tp_values must be positive and strictly ascending, got {self.tp_values}")
-        if np.any(self.mbs_values < 1) or np.any(self.cp_values < 1):
-            raise ValueError(f"mbs_values and cp_values must be positive, got {self.mbs_values}, {self.cp_values}")
+        if np.any(self.mbs_values < 1) or np.any(self.cp_values < 1) or np.any(self.ep_values < 1):
+            raise ValueError(f"mbs_values, cp_values and ep_values must be positive, got {self.mbs_values}, {self.cp_values}, {self.ep_values}")
         ok = np.isfinite(self.fwd_s)
         for name in PART_FIELDS + OPTIONAL_PART_FIELDS:
             values = getattr(self, name)[ok]
@@ -178,6 +186,8 @@ class PlacementInput:
             raise ValueError(f"train.step_model must be one of {STEP_MODELS}, got {self.step_model!r}")
         if np.any(self.core_saved_bytes[ok] > self.saved_bytes[ok]):
             raise ValueError("core_saved_bytes must not exceed saved_bytes")
+        if np.any(self.expert_param_bytes[ok] > self.param_bytes[ok]):
+            raise ValueError("expert_param_bytes must not exceed param_bytes")
         if self.devices < 1 or self.global_batch < 1 or self.hbm_bytes <= 0:
             raise ValueError("devices, global_batch and hbm_bytes must be positive")
         if not self.part_names:
@@ -198,6 +208,13 @@ class PlacementInput:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
         return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
                                           self.master_bytes_per_param or None)
+
+    def memory_param_bytes(self, prm: np.ndarray, expert: np.ndarray, zero: int, shards: int, ep: int) -> np.ndarray:
+        """Weights as the memory formulas read them, state_mult(zero, shards) bytes each: the expert weights
+        (`expert` of `prm`) weighted by their own state over their expert-data-parallel group of shards / ep."""
+        if ep <= 1 or not np.any(expert):
+            return prm
+        return prm + expert * (self.state_mult(zero, shards // ep) / self.state_mult(zero, shards) - 1.0)
 
     @property
     def grad_bytes_per_param_byte(self) -> float:
@@ -220,13 +237,14 @@ class PlacementInput:
             out[wi] = self.network.p2p_s(nbytes[wi] / t, same_node) + self.network.all_gather_s(nbytes[wi], int(t))
         return out
 
-    def variant_list(self) -> list[tuple[int, bool, int, bool]]:
-        """(mbs, sp, cp, tp_comm_overlap) of each layer variant, in array order."""
-        return [(int(b), bool(s), int(c), bool(o)) for b, s, c, o in zip(self.mbs_values, self.sp_values, self.cp_values, self.overlap_values)]
+    def variant_list(self) -> list[tuple[int, bool, int, bool, int]]:
+        """(mbs, sp, cp, tp_comm_overlap, ep) of each layer variant, in array order."""
+        return [(int(b), bool(s), int(c), bool(o), int(e))
+                for b, s, c, o, e in zip(self.mbs_values, self.sp_values, self.cp_values, self.overlap_values, self.ep_values)]
 
-    def variant_index(self, mbs: int, sp: bool = False, cp: int = 1, tp_comm_overlap: bool = False) -> int | None:
+    def variant_index(self, mbs: int, sp: bool = False, cp: int = 1, tp_comm_overlap: bool = False, ep: int = 1) -> int | None:
         hits = np.nonzero((self.mbs_values == mbs) & (self.sp_values == bool(sp)) & (self.cp_values == cp)
-                          & (self.overlap_values == bool(tp_comm_overlap)))[0]
+                          & (self.overlap_values == bool(tp_comm_overlap)) & (self.ep_values == ep))[0]
         return int(hits[0]) if len(hits) else None
 
     def mbs_index(self, mbs: int) -> int | None:

@@ -59,6 +59,7 @@ class Plan:
     vp: int = 1
     cp: int = 1
     tp_comm_overlap: bool = False
+    ep: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -112,10 +113,10 @@ def _structure_error(inp: PlacementInput, plan: Plan) -> str:
     """Why the plan cannot be costed at all, or '' when it can."""
     if not plan.stages:
         return "no stages"
-    vi = inp.variant_index(plan.mbs, plan.sp, plan.cp, plan.tp_comm_overlap)
+    vi = inp.variant_index(plan.mbs, plan.sp, plan.cp, plan.tp_comm_overlap, plan.ep)
     if vi is None:
-        return (f"microbatch size {plan.mbs} with sp={plan.sp}, cp={plan.cp}, tp_comm_overlap={plan.tp_comm_overlap} is not among "
-                f"the costed layer variants (mbs, sp, cp, tp_comm_overlap) {inp.variant_list()}")
+        return (f"microbatch size {plan.mbs} with sp={plan.sp}, cp={plan.cp}, tp_comm_overlap={plan.tp_comm_overlap}, ep={plan.ep} is not "
+                f"among the costed layer variants (mbs, sp, cp, tp_comm_overlap, ep) {inp.variant_list()}")
     if plan.vp < 1 or len(plan.stages) % plan.vp:
         return f"{len(plan.stages)} chunks do not split into vp={plan.vp} chunks per pipeline rank"
     if plan.vp > 1 and len({t for _, _, t in plan.stages}) > 1:
@@ -136,8 +137,12 @@ def _structure_error(inp: PlacementInput, plan: Plan) -> str:
         return f"data-parallel degree must be >= 1, got {plan.dp}"
     if plan.dp * plan.mbs > inp.global_batch:
         return f"global batch {inp.global_batch} is smaller than dp x mbs = {plan.dp} x {plan.mbs}: some replica would get no microbatch"
-    if inp.step_model == "phaze" and (plan.zero or plan.cp > 1):
-        return "ZeRO and context parallelism need train.step_model=timeline (PHAZE's step all-reduces every stage's weights over dp)"
+    if inp.step_model == "phaze" and (plan.zero or plan.cp > 1 or plan.ep > 1):
+        return ("ZeRO, context and expert parallelism need train.step_model=timeline (PHAZE's step all-reduces every stage's "
+                "weights over dp)")
+    if plan.ep > 1 and (plan.dp % plan.ep or plan.zero > 1):
+        return (f"expert parallelism ep={plan.ep} needs dp={plan.dp} divisible by it and ZeRO stage 0 or 1 (zero={plan.zero}): "
+                "Megatron-Core forms EP groups from data-parallel ranks and shards experts with its distributed optimizer")
     m = microbatches_per_replica(inp.global_batch, plan.dp, plan.mbs)
     if plan.vp > 1 and m % plan.pp:
         return f"interleaved schedule: {m} microbatches per replica is not a multiple of pp={plan.pp} (Megatron-LM's rule)"
@@ -168,14 +173,15 @@ def chain_arrays_of(inp: PlacementInput, vi: int, recompute: str) -> dict[str, n
     """The per-part arrays [width, part] of one layer variant as the stage formulas read them: selective
     recompute runs the attention core's forward again in backward and keeps none of its activations."""
     arrays = {"fwd": inp.fwd_s[vi], "bwd": inp.bwd_s[vi], "prm": inp.param_bytes[vi], "sav": inp.saved_bytes[vi],
-              "inb": inp.input_bytes[vi], "outb": inp.output_bytes[vi]}
+              "inb": inp.input_bytes[vi], "outb": inp.output_bytes[vi], "exp": inp.expert_param_bytes[vi]}
     if recompute == "selective":
         arrays["bwd"] = inp.bwd_s[vi] + inp.core_fwd_s[vi]
         arrays["sav"] = inp.saved_bytes[vi] - inp.core_saved_bytes[vi]
     return arrays
 
 
-def plan_timeline(inp: PlacementInput, plan: Plan, prm: np.ndarray, widths: np.ndarray, same_pipeline_devices: int) -> np.ndarray:
+def plan_timeline(inp: PlacementInput, plan: Plan, prm: np.ndarray, widths: np.ndarray, same_pipeline_devices: int,
+                  expert: np.ndarray | None = None) -> np.ndarray:
     """The timeline arrays of the plan's ZeRO stage, data-parallel group and framework overlaps."""
     return timeline_arrays(
         prm, widths, inp.network, zero=plan.zero, dp=plan.dp, cp=plan.cp,
@@ -183,6 +189,7 @@ def plan_timeline(inp: PlacementInput, plan: Plan, prm: np.ndarray, widths: np.n
         grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
         overlap_grad_reduce=inp.overlap_grad_reduce, overlap_param_gather=inp.overlap_param_gather,
         update_bytes_per_param_byte=inp.update_bytes_per_param_byte, hbm_bytes_s=inp.hbm_bytes_s,
+        expert=expert, ep=plan.ep,
     )
 
 
@@ -191,7 +198,7 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
     error = _structure_error(inp, plan)
     if error:
         return PlanCost(plan, False, error, 0, float("inf"))
-    vi = inp.variant_index(plan.mbs, plan.sp, plan.cp, plan.tp_comm_overlap)
+    vi = inp.variant_index(plan.mbs, plan.sp, plan.cp, plan.tp_comm_overlap, plan.ep)
     arrays = chain_arrays_of(inp, vi, plan.recompute)
     m = microbatches_per_replica(inp.global_batch, plan.dp, plan.mbs)
     pp, vp = plan.pp, plan.vp
@@ -204,7 +211,8 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
     per_layer = inp.per_layer_recompute
     full = plan.recompute == "full"
     widths = inp.tp_values.astype(np.int64)
-    tl = plan_timeline(inp, plan, arrays["prm"], widths, k_pipe) if timeline else np.zeros((1, 1, 1))
+    tl = plan_timeline(inp, plan, arrays["prm"], widths, k_pipe, arrays["exp"]) if timeline else np.zeros((1, 1, 1))
+    mem_prm = inp.memory_param_bytes(arrays["prm"], arrays["exp"], plan.zero, shards, plan.ep)
     n_chunks = len(plan.stages)
     ranks = [dict(load=0.0, tail=0.0, compute=0.0, tp=0.0, p2p=0.0, zero=0.0, param=0.0, saved=0.0, inputs=0.0,
                   rebuild=float("-inf"), pmax=0.0, first_input=0.0, activations=0.0) for _ in range(pp)]
@@ -216,7 +224,7 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
         st = new_stage()
         tpf = tpb = 0.0
         for part in range(first, last + 1):
-            extend_stage(st, ti, part, arrays["fwd"], arrays["bwd"], arrays["prm"], arrays["sav"], arrays["inb"], tl,
+            extend_stage(st, ti, part, arrays["fwd"], arrays["bwd"], mem_prm, arrays["sav"], arrays["inb"], tl,
                          rcs, per_layer, timeline)
             tpf += float(inp.tp_comm_fwd_s[vi, ti, part])
             tpb += float(inp.tp_comm_bwd_s[vi, ti, part])

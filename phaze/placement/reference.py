@@ -10,7 +10,7 @@ from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
 from phaze.placement.plan import Plan, PlanCost, evaluate_plan
 from phaze.placement.result import PlacementResult, result_from_cost
-from phaze.placement.solve import Group, Space, _configs, _state, _timeline, chain_arrays, replica_counts, timeline_groups
+from phaze.placement.solve import Group, Space, _configs, _kernel_args, _state, _timeline, chain_arrays, replica_counts, timeline_groups
 from phaze.placement.timing import batch_time_s, pipeline_in_one_node
 
 _extend = extend_stage.py_func
@@ -49,7 +49,7 @@ def pareto_fronts(inp, config, chain, group: Group, k_max) -> dict[tuple[int, in
     full = config.recompute == "full"
     mult, transient = _state(inp, config, group)
     tl = _timeline(inp, config, chain, group)
-    arrays = chain.args()
+    arrays = _kernel_args(inp, config, chain, group)
     widths = [int(w) for w in chain.widths]
     q_max = min(n, k_max // min(widths))
     prev = {n: {0: [(0.0, 0.0, None, None)]}}
@@ -87,11 +87,11 @@ def _stages(point) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-def _groups(inp, mbs, widths, same_node):
+def _groups(inp, mbs, widths, ep):
     """One group per (d, class) for the timeline, one per d for PHAZE's step (no shared runs here)."""
     if inp.step_model == "timeline":
-        return [g for g in timeline_groups(inp, mbs, widths, None)]
-    return [Group(cap=m, replicas=((d, m, k_d),), k_max=k_d) for d, m, k_d in replica_counts(inp, mbs, widths)]
+        return [g for g in timeline_groups(inp, mbs, widths, None, ep)]
+    return [Group(cap=m, replicas=((d, m, k_d),), k_max=k_d) for d, m, k_d in replica_counts(inp, mbs, widths, ep)]
 
 
 def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=None, per_stage_tp: bool = True,
@@ -104,7 +104,7 @@ def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=N
         for tp_idx in _width_sets(inp, config.vi, space.per_stage_tp) if 1 in space.vp else []:
             for same_node in (True, False):
                 chain = chain_arrays(inp, config.vi, config.recompute, tp_idx, same_node)
-                for group in _groups(inp, fields_["mbs"], chain.widths, same_node):
+                for group in _groups(inp, fields_["mbs"], chain.widths, fields_["ep"]):
                     d, m, k_d = group.replicas[0]
                     fronts = pareto_fronts(inp, config, chain, group, min(k_d, group.k_max))
                     for (q, k), points in fronts.items():
@@ -152,7 +152,7 @@ def _interleaved_plans(inp: PlacementInput, space: Space, config):
                 if inp.num_layers % (pp * vp):
                     continue
                 chunks = megatron_stage_bounds(inp, pp * vp)
-                for d, _, _ in replica_counts(inp, fields_["mbs"], inp.tp_values[[ti]] * fields_["cp"]):
+                for d, _, _ in replica_counts(inp, fields_["mbs"], inp.tp_values[[ti]] * fields_["cp"], fields_["ep"]):
                     if d * pp * t * fields_["cp"] <= inp.devices:
                         yield Plan(stages=tuple((a, b, t) for a, b in chunks), dp=d, vp=vp, **fields_)
 
@@ -169,7 +169,7 @@ def brute_force(inp: PlacementInput, recompute_options=(False, True), mbs_option
             widths = [int(inp.tp_values[ti]) for ti in width_idx]
             for bounds in _splits(inp.num_parts):
                 for tps in itertools.product(widths, repeat=len(bounds)):
-                    for d, _, _ in replica_counts(inp, fields_["mbs"], inp.tp_values[list(width_idx)] * fields_["cp"]):
+                    for d, _, _ in replica_counts(inp, fields_["mbs"], inp.tp_values[list(width_idx)] * fields_["cp"], fields_["ep"]):
                         if d * sum(tps) * fields_["cp"] <= inp.devices:
                             plans.append(Plan(stages=tuple((a, b, t) for (a, b), t in zip(bounds, tps)), dp=d, **fields_))
         plans.extend(_interleaved_plans(inp, space, config))

@@ -30,6 +30,7 @@ class Strategy:
     vp: int = 1
     cp: int = 1
     tp_comm_overlap: bool = False
+    ep: int = 1
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "Strategy":
@@ -48,17 +49,18 @@ class Strategy:
             vp=plan.vp,
             cp=plan.cp,
             tp_comm_overlap=plan.tp_comm_overlap,
+            ep=plan.ep,
         )
 
     def to_plan(self) -> Plan:
         return Plan(self.mbs, self.recompute, self.dp, tuple((a, b, t) for (a, b), t in zip(self.stage_bounds, self.tp_per_stage)),
-                    zero=self.zero, sp=self.sp, vp=self.vp, cp=self.cp, tp_comm_overlap=self.tp_comm_overlap)
+                    zero=self.zero, sp=self.sp, vp=self.vp, cp=self.cp, tp_comm_overlap=self.tp_comm_overlap, ep=self.ep)
 
     def fields(self) -> dict:
         """The plan's dimensions as flat fields (the names of placement.* and train.*)."""
         return {"dp": self.dp, "pp": self.pp, "tp": self.tp if isinstance(self.tp, int) else list(self.tp), "mbs": self.mbs,
                 "recompute": self.recompute, "zero": self.zero, "sp": self.sp, "vp": self.vp, "cp": self.cp,
-                "tp_comm_overlap": self.tp_comm_overlap}
+                "tp_comm_overlap": self.tp_comm_overlap, "ep": self.ep}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """optimize(): the placement DP over every dimension of the plan (phaze.placement.plan.Plan).
 
 A configuration is a layer variant (microbatch, sequence parallelism, context parallelism, TP
-communication overlap), a recompute mode and a ZeRO stage. For each, the Numba kernel builds Pareto
+communication overlap, expert parallelism), a recompute mode and a ZeRO stage. For each, the Numba kernel builds Pareto
 fronts (max stage load L, max stage tail Z) of every pipeline shape (stages q, devices k); a final
 round over the data-parallel degrees d (d divides B / mbs, d k <= D) prices each front point and
 keeps the minimum:
@@ -57,6 +57,7 @@ class Space:
     vp: tuple = (1,)
     cp: tuple = (1,)
     tp_comm_overlap: tuple = (False,)
+    ep: tuple = (1,)
     per_stage_tp: bool = True
     """False restricts every pipeline to one TP width (PHAZE's search space)."""
 
@@ -79,6 +80,8 @@ class Chain:
     """Devices of a stage at each width: TP width x context-parallel width."""
     tp: np.ndarray
     tp_idx: tuple[int, ...]
+    exp: np.ndarray
+    """Expert weights among prm (memory and reductions over the expert-data-parallel group)."""
 
     def args(self) -> tuple:
         return (self.fwd, self.bwd, self.prm, self.sav, self.inb, self.recv, self.send)
@@ -105,6 +108,7 @@ def chain_arrays(inp: PlacementInput, vi: int, recompute: str, tp_idx: tuple[int
         widths=tp * int(inp.cp_values[vi]),
         tp=tp,
         tp_idx=tuple(tp_idx),
+        exp=np.ascontiguousarray(arrays["exp"][idx]),
     )
 
 
@@ -121,15 +125,16 @@ class Group:
     replicas_in_node: int = 1
 
 
-def replica_counts(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[tuple[int, int, int]]:
-    """Every valid (d, m, K_d): d divides B / mbs, d <= D, and a pipeline of K_d = D // d devices holds a stage."""
+def replica_counts(inp: PlacementInput, mbs: int, widths: np.ndarray, ep: int = 1) -> list[tuple[int, int, int]]:
+    """Every valid (d, m, K_d): d divides B / mbs, d <= D, ep divides d (expert-parallel groups are formed
+    from replicas), and a pipeline of K_d = D // d devices holds a stage."""
     if inp.global_batch % mbs:
         return []
     per = inp.global_batch // mbs
     t_min, t_max = int(widths.min()), int(widths.max())
     out = []
     for d in range(1, min(inp.devices, per) + 1):
-        if per % d:
+        if per % d or d % ep:
             continue
         k_d = min(inp.devices // d, t_max * inp.num_parts)
         if k_d >= t_min:
@@ -137,12 +142,12 @@ def replica_counts(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[tu
     return out
 
 
-def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[Group]:
+def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, ep: int = 1) -> list[Group]:
     """PHAZE's step: valid d grouped into one shared run plus one run per shallow-m d."""
     n = inp.num_parts
     t_min = int(widths.min())
     shared, groups = [], []
-    for d, m, k_d in replica_counts(inp, mbs, widths):
+    for d, m, k_d in replica_counts(inp, mbs, widths, ep):
         if m >= min(n, k_d // t_min):
             shared.append((d, m, k_d))
         else:
@@ -152,13 +157,13 @@ def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray) -> list[Group]:
     return groups
 
 
-def timeline_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, link: bool | None) -> list[Group]:
+def timeline_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, link: bool | None, ep: int = 1) -> list[Group]:
     """The timeline step: one run per d and per class of pipeline sizes sharing replicas per node
     (and, when the links differ, the p2p link kind `link`)."""
     unit = int(np.gcd.reduce(widths))
     node = inp.network.node_size
     groups = []
-    for d, m, k_d in replica_counts(inp, mbs, widths):
+    for d, m, k_d in replica_counts(inp, mbs, widths, ep):
         classes: dict[int, list[int]] = {}
         for k in range(int(widths.min()), k_d + 1, unit):
             if link is not None and pipeline_in_one_node(k, node) != link:
@@ -178,8 +183,8 @@ class Config:
     zero: int
 
     def plan_fields(self, inp: PlacementInput) -> dict:
-        mbs, sp, cp, overlap = inp.variant_list()[self.vi]
-        return dict(mbs=mbs, sp=sp, cp=cp, tp_comm_overlap=overlap, recompute=self.recompute, zero=self.zero)
+        mbs, sp, cp, overlap, ep = inp.variant_list()[self.vi]
+        return dict(mbs=mbs, sp=sp, cp=cp, tp_comm_overlap=overlap, ep=ep, recompute=self.recompute, zero=self.zero)
 
 
 @dataclass(frozen=True)
@@ -204,15 +209,15 @@ def _configs(inp: PlacementInput, space: Space) -> list[Config]:
     """Every configuration of the space whose layer variant is costed."""
     out = []
     wanted_mbs = inp.mbs_values.tolist() if space.mbs is None else list(space.mbs)
-    for vi, (mbs, sp, cp, overlap) in enumerate(inp.variant_list()):
-        if mbs not in wanted_mbs or sp not in space.sp or cp not in space.cp or overlap not in space.tp_comm_overlap:
+    for vi, (mbs, sp, cp, overlap, ep) in enumerate(inp.variant_list()):
+        if mbs not in wanted_mbs or sp not in space.sp or cp not in space.cp or overlap not in space.tp_comm_overlap or ep not in space.ep:
             continue
         if inp.global_batch % mbs:
             continue
-        if inp.step_model == "phaze" and cp > 1:
+        if inp.step_model == "phaze" and (cp > 1 or ep > 1):
             continue
         for recompute, zero in itertools.product(space.recompute, space.zero):
-            if inp.step_model == "phaze" and zero:
+            if (inp.step_model == "phaze" and zero) or (ep > 1 and zero > 1):
                 continue
             out.append(Config(vi, recompute, int(zero)))
     return out
@@ -235,8 +240,18 @@ def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -
         replicas_in_node=group.replicas_in_node, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
         overlap_grad_reduce=inp.overlap_grad_reduce,
         overlap_param_gather=inp.overlap_param_gather, update_bytes_per_param_byte=inp.update_bytes_per_param_byte,
-        hbm_bytes_s=inp.hbm_bytes_s,
+        hbm_bytes_s=inp.hbm_bytes_s, expert=chain.exp, ep=int(inp.ep_values[config.vi]),
     )
+
+
+def _kernel_args(inp: PlacementInput, config: Config, chain: Chain, group: Group) -> tuple:
+    """The chain's kernel arrays, its weights weighted for memory as the run's expert-data-parallel group shards them."""
+    if inp.step_model == "phaze":
+        return chain.args()
+    d, cp, ep = group.replicas[0][0], int(inp.cp_values[config.vi]), int(inp.ep_values[config.vi])
+    args = list(chain.args())
+    args[2] = np.ascontiguousarray(inp.memory_param_bytes(chain.prm, chain.exp, config.zero, d * cp, ep))
+    return tuple(args)
 
 
 def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap):
@@ -252,7 +267,7 @@ def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound,
     tl = _timeline(inp, config, chain, group)
     while True:
         out_l, out_p, out_c, ok = dp.pareto_fronts(
-            *chain.args(), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
+            *_kernel_args(inp, config, chain, group), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
             inp.per_layer_recompute, inp.step_model == "timeline", int(group.cap), int(q_max), int(k_units), rep_k, rep_m,
             float(bound), int(front_cap),
         )
@@ -328,10 +343,11 @@ def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | Non
                     chain = chain_arrays(inp, config.vi, config.recompute, tp_idx, bool(link) if link is not None else True)
                     chains[key] = (chain, float(_work_s(chain).sum()))
                 chain, work = chains[key]
-                shape = (mbs, tuple(chain.widths.tolist()), link)
+                ep = int(inp.ep_values[config.vi])
+                shape = (mbs, tuple(chain.widths.tolist()), link, ep)
                 if shape not in groups:
-                    groups[shape] = (timeline_groups(inp, mbs, chain.widths, link) if inp.step_model == "timeline"
-                                     else dp_groups(inp, mbs, chain.widths))
+                    groups[shape] = (timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
+                                     else dp_groups(inp, mbs, chain.widths, ep))
                 runs.extend((_run_bound(work, group), len(runs), config, chain, link, group) for group in groups[shape])
     runs.sort(key=lambda r: r[:2])
     for lower, _, config, chain, link, group in runs:
@@ -350,27 +366,46 @@ def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | Non
     return best
 
 
+def _busiest_rank(per_part: np.ndarray, chunks, pp: int) -> float:
+    """The largest sum of `per_part` over one pipeline rank's chunks (chunk c on rank c mod pp)."""
+    csum = np.concatenate([[0.0], np.cumsum(per_part)])
+    totals = np.zeros(pp)
+    for c, (a, b) in enumerate(chunks):
+        totals[c % pp] += csum[b + 1] - csum[a]
+    return float(totals.max())
+
+
+def _weights_overflow(inp: PlacementInput, config: Config, chain: Chain, chunks, pp: int, d: int) -> bool:
+    """Whether the busiest rank's model state alone (weights, gradients, optimizer state) exceeds HBM."""
+    cp, ep = int(inp.cp_values[config.vi]), int(inp.ep_values[config.vi])
+    shards = d * cp
+    weights = inp.memory_param_bytes(chain.prm[0], chain.exp[0], config.zero, shards, ep)
+    return _busiest_rank(weights, chunks, pp) * inp.state_mult(config.zero, shards) > inp.hbm_bytes
+
+
 def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None) -> Candidate | None:
     """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks (num_layers divisible by
-    pp x vp), m a multiple of pp; each plan is costed from scratch once its lower bound could win."""
+    pp x vp), m a multiple of pp; each plan is costed from scratch once its lower bound could win (the busiest
+    rank's compute over m slots plus the bubble, (m + (pp - 1) / vp) L <= the timeline's time) and its busiest
+    rank's model state fits."""
     for config in configs:
         fields_ = config.plan_fields(inp)
         cp = fields_["cp"]
         for ti in available(config.vi):
             t = int(inp.tp_values[ti])
             chain = chain_arrays(inp, config.vi, config.recompute, (ti,), True)
-            work = float(_work_s(chain).sum())
             for vp in (v for v in space.vp if v > 1):
                 for pp in range(2, inp.num_layers // vp + 1):
                     if inp.num_layers % (pp * vp):
                         continue
-                    for d, m, _ in replica_counts(inp, fields_["mbs"], chain.widths):
+                    chunks = megatron_stage_bounds(inp, pp * vp)
+                    rank_s = _busiest_rank(chain.fwd[0] + chain.bwd[0], chunks, pp)
+                    for d, m, _ in replica_counts(inp, fields_["mbs"], chain.widths, fields_["ep"]):
                         if m % pp or d * pp * t * cp > inp.devices:
                             continue
                         bound = best.time_per_batch_s if best else np.inf
-                        if m * work / (pp * t * cp) >= bound:
+                        if (m + (pp - 1) / vp) * rank_s >= bound or _weights_overflow(inp, config, chain, chunks, pp, d):
                             continue
-                        chunks = megatron_stage_bounds(inp, pp * vp)
                         plan = Plan(stages=tuple((a, b, t) for a, b in chunks), dp=d, vp=vp, **fields_)
                         cost = evaluate_plan(inp, plan)
                         if cost.feasible and cost.time_per_batch_s < bound:
@@ -388,7 +423,7 @@ def rebuild(inp: PlacementInput, best: Candidate) -> Plan:
     mult, transient = _state(inp, config, best.group)
     unit = int(np.gcd.reduce(chain.widths))
     stages, ok = dp.reconstruct(
-        *chain.args(), _timeline(inp, config, chain, best.group), chain.widths // unit, mult, transient,
+        *_kernel_args(inp, config, chain, best.group), _timeline(inp, config, chain, best.group), chain.widths // unit, mult, transient,
         float(inp.hbm_bytes), config.recompute == "full", inp.per_layer_recompute, inp.step_model == "timeline",
         int(best.group.cap), best.stages, best.devices_per_pipeline // unit, best.load_s, best.tail,
     )

@@ -17,6 +17,9 @@ A reduction overlaps the rest of the backward bucket by bucket (one bucket per p
 framework overlaps gradient reduction; a gather is prefetched under the previous part's compute when
 it overlaps parameter gathers; otherwise each is added to its part's compute. The optimizer update of a
 part's (sharded) weights streams its state through HBM.
+In a mixture of experts with expert parallelism ep, the expert weights are reduced (and sharded) over
+their own expert-data-parallel group, dp x cp / ep ranks (Megatron-Core's expert data parallelism),
+the rest over dp x cp.
 """
 
 from __future__ import annotations
@@ -39,9 +42,16 @@ def group_per_node(network: Network, width: int, cp: int, replicas_in_node: int)
 
 def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
                     replicas_in_node: int, grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
-                    update_bytes_per_param_byte: float, hbm_bytes_s: float) -> np.ndarray:
-    """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding); gradients
-    are `grad_bytes_per_param_byte` times their size (fp32 gradients of bf16 weights: 2)."""
+                    update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1) -> np.ndarray:
+    """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
+    `expert` are expert weights under expert parallelism `ep`; gradients are `grad_bytes_per_param_byte`
+    times their size (fp32 gradients of bf16 weights: 2)."""
+    if ep > 1 and expert is not None and np.any(expert):
+        common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
+                      overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
+                      hbm_bytes_s=hbm_bytes_s)
+        return (timeline_arrays(prm - expert, widths, network, dp=dp, replicas_in_node=replicas_in_node, **common)
+                + timeline_arrays(expert, widths, network, dp=dp // ep, replicas_in_node=max(1, replicas_in_node // ep), **common))
     n_w, n = prm.shape
     tl = np.zeros((len(TL_FIELDS), n_w, n))
     shards = dp * cp

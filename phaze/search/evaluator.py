@@ -138,8 +138,8 @@ class ModelEvaluator:
         def place(latencies) -> PlacementResult:
             inp = placement_input(self.cfg, point, self.workloads, self.network, latencies)
             return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=mbs, recompute=rc, sp=sp,
-                                       cp=cp, tp_comm_overlap=overlap, zero=z)
-                        for mbs, sp, cp, overlap in inp.variant_list() for rc in recompute for z in zero),
+                                       cp=cp, tp_comm_overlap=overlap, zero=z, ep=ep)
+                        for mbs, sp, cp, overlap, ep in inp.variant_list() for rc in recompute for z in zero),
                        key=lambda r: r.throughput_seq_s)
 
         return place

@@ -32,7 +32,13 @@ class SolveParams:
     threads: int
     work_limit: float | None = None
     """Deterministic effort limit (Gurobi work units, about a second of one core each): the same model
-    stops at the same point on every run. Backends without one (HiGHS) use only the time limit."""
+    stops at the same point on every run. Backends without one (HiGHS) take it as seconds, so a layer too large
+    for Gurobi's size-limited licence gets about the same effort as one that fits (not deterministic)."""
+
+    @property
+    def effort_s(self) -> float:
+        """Seconds a backend without work units may spend: the time limit, capped by the work limit read as seconds."""
+        return min(self.time_limit_s, self.work_limit) if self.work_limit is not None else self.time_limit_s
 
 
 @dataclass(frozen=True, eq=False)

@@ -46,7 +46,7 @@ class HighsBackend(Backend):
         h.setOptionValue("output_flag", False)
         h.setOptionValue("mip_rel_gap", float(params.mip_gap))
         h.setOptionValue("mip_abs_gap", MIP_ABS_GAP)
-        h.setOptionValue("time_limit", float(params.time_limit_s))
+        h.setOptionValue("time_limit", float(params.effort_s))
         h.setOptionValue("threads", int(params.threads))
         h.setOptionValue("random_seed", 0)
         if h.passModel(_lp(model)) == highspy.HighsStatus.kError:
