@@ -33,7 +33,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 PAPER_AVERAGE_SPEEDUP = 2.9
 """PHAZE's common architecture vs TPUv4 with expert placement, mean over its models (ICML 2024 abstract, Sec. 6)."""
 EXPERIMENT = "phaze-paper"
-ALL_MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+ALL_MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if "num_experts:" not in p.read_text())
+"""PHAZE's models: the dense ones of conf/model/ (the mixtures of experts are not in the paper)."""
 
 
 def search(overrides: list[str], storage: str):

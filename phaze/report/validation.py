@@ -3,7 +3,7 @@
 Each run of the CSV becomes config overrides: its architecture, the GPU and cluster presets, its
 framework as a training preset (conf/train/: which overlaps it assumes), and its published placement
 (dp, pp, tp, cp, vp, microbatch, global batch, recompute, sequence parallelism, ZeRO stage, TP
-overlap, attention kernel); `phaze.pipeline.evaluate_point` predicts it and the ratio to the measured
+overlap, attention kernel; for a mixture of experts its experts, routing and expert parallelism); `phaze.pipeline.evaluate_point` predicts it and the ratio to the measured
 tokens/s per GPU is reported, with the predicted memory per GPU against the published figure.
 """
 
@@ -34,10 +34,13 @@ REQUIRED_COLUMNS = (
 )
 """Columns every runs file has (docs/validation.md says what each holds). A run's measured throughput may be
 empty when it is there for its memory figure (measured_memory_gib) only."""
+MOE_COLUMNS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "ep")
+"""A mixture of experts' architecture, routing assumption and expert-parallel width (empty for a dense run)."""
 OPTIONAL_COLUMNS = ("activation", "dropout", "tie_word_embeddings", "measured_memory_gib", "memory_measure", "ratio_of", "overrides",
-                    "source", "table", "notes")
+                    "source", "table", "notes") + MOE_COLUMNS
 """Columns a runs file may have; empty when absent."""
-FAMILY_BASES = {"gpt2": "gpt2", "llama": "llama2", "starcoder2": "llama2", "opt": "opt", "bert": "bertlarge"}
+FAMILY_BASES = {"gpt2": "gpt2", "llama": "llama2", "starcoder2": "llama2", "opt": "opt", "bert": "bertlarge",
+                "mixtral": "mixtral_8x7b", "qwen2_moe": "qwen_moe_a2.7b", "olmoe": "olmoe_1b_7b"}
 """model.family -> the conf/model preset whose fields a run overrides."""
 GIB = 2**30
 
@@ -93,6 +96,12 @@ def run_overrides(run: dict) -> list[str]:
         out.append(f"model.dropout={run['dropout']}")
     if run.get("tie_word_embeddings"):
         out.append(f"model.tie_word_embeddings={run['tie_word_embeddings']}")
+    out += ["model.published_params=0", "model.published_active_params=0"]
+    out += [f"model.{k}={run[k] or 0}" for k in MOE_COLUMNS[:4]]
+    if run.get("capacity_factor"):
+        out.append(f"train.capacity_factor={run['capacity_factor']}")
+    if run.get("ep"):
+        out.append(f"placement.ep={run['ep']}")
     return out + run.get("overrides", "").split()
 
 
@@ -151,7 +160,8 @@ def comparison_table(comparisons: list[Comparison], runs: pd.DataFrame) -> pd.Da
         r = by_id.loc[c.run_id]
         rows.append({
             "run": c.run_id, "framework": r.framework, "gpus": int(r.gpus),
-            "tp/pp/dp/cp/vp": f"{r.tp}/{r.pp}/{r.dp}/{r.cp}/{r.vp}",
+            "tp/pp/dp/cp/vp/ep": f"{r.tp}/{r.pp}/{r.dp}/{r.cp}/{r.vp}/{r.get('ep') or 1}",
+            "experts": f"{r.num_experts} top-{r.experts_per_token}" if r.get("num_experts") else "-",
             "rc/sp/zero": f"{r.recompute}/{'sp' if r.sp.lower() == 'true' else '-'}/{r.zero}",
             "measured tok/s/GPU": None if math.isnan(c.measured_tokens_s_gpu) else c.measured_tokens_s_gpu,
             "predicted tok/s/GPU": round(c.predicted_tokens_s_gpu, 1),
