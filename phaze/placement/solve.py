@@ -254,17 +254,23 @@ def _kernel_args(inp: PlacementInput, config: Config, chain: Chain, group: Group
     return tuple(args)
 
 
-def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap):
+def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap, timelines: dict | None = None):
     """Run the kernel with devices counted in units of the widths' gcd (a single-width pipeline of
     q stages then has one k), growing the front capacity until no cell overflows. Returns the
-    fronts (L, Z, count, unit: cell k holds k x unit devices) and the capacity that sufficed."""
+    fronts (L, Z, count, unit: cell k holds k x unit devices) and the capacity that sufficed.
+    `timelines` keeps the timeline arrays of earlier runs: recompute modes and p2p links share them."""
     unit = int(np.gcd.reduce(chain.widths))
     k_units = k_max // unit
     q_max = min(inp.num_parts, k_units // int(chain.widths.min() // unit))
     rep_k = np.array([r[2] // unit for r in group.replicas], np.int64)
     rep_m = np.array([r[1] for r in group.replicas], np.int64)
     mult, transient = _state(inp, config, group)
-    tl = _timeline(inp, config, chain, group)
+    key = (config.vi, config.zero, chain.tp_idx, group.replicas[0][0], group.replicas_in_node)
+    tl = (timelines or {}).get(key)
+    if tl is None:
+        tl = _timeline(inp, config, chain, group)
+        if timelines is not None:
+            timelines[key] = tl
     while True:
         out_l, out_p, out_c, ok = dp.pareto_fronts(
             *_kernel_args(inp, config, chain, group), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
@@ -333,7 +339,7 @@ def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | Non
     """Every kernel run of these configurations and width sets, cheapest lower bound first, until
     no run's bound beats the best plan."""
     front_cap = FRONT_CAPACITY
-    runs, chains, groups = [], {}, {}
+    runs, chains, groups, timelines = [], {}, {}, {}
     for config in configs:
         mbs = int(inp.mbs_values[config.vi])
         for tp_idx in width_sets(config.vi):
@@ -357,7 +363,7 @@ def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | Non
         k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
         if k_max < int(chain.widths.min()):
             continue
-        fronts, front_cap = kernel_fronts(chain, inp, config, group, k_max, bound, front_cap)
+        fronts, front_cap = kernel_fronts(chain, inp, config, group, k_max, bound, front_cap, timelines)
         found = final_round(inp, fronts, group, link, bound)
         if found:
             tpb, d, q, k, load, tail = found
