@@ -9,12 +9,14 @@ exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import sys
 
 from phaze import schema
 from phaze.cost.network import ALGORITHMS
+from phaze.hardware.hbm import HBM_GENERATIONS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
 from phaze.placement.memory import MASTER_BYTES_CHOICES
@@ -26,6 +28,7 @@ from phaze.search.study import OBJECTIVES, storage_url
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.workload.attention import ATTENTION_IMPLEMENTATIONS
 from phaze.workload.extract import DTYPES, valid_tp_widths
+from phaze.workload.precision import PRECISIONS
 from phaze.workload.families import ACTIVATIONS, FAMILIES, check_moe, valid_ep
 
 EXIT_CONFIG = 2
@@ -88,19 +91,22 @@ def check_model(m) -> None:
 def check_hw(hw) -> None:
     """The accelerator space: positive axes (powers of two on a grid), rates, efficiencies, budgets."""
     _choice(hw.kind, "hw.kind", KINDS)
+    stacked = check_hbm(hw)
     for axis in AXES:
         values = list(hw[axis])
-        if axis == "vc_width" and not values:
+        if (axis == "vc_width" or (axis == "hbm_gib" and stacked)) and not values:
             continue
         positive_ints(values, f"hw.{axis}", powers_of_two=hw.kind == "grid" and axis in POWER_OF_TWO_AXES)
         if hw.kind == "point" and len(values) != 1:
             raise ConfigError(f"hw.{axis}={values}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value")
-    for name in ("hbm_gbps", "glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
+    for name in ("glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
         _positive(hw[name], f"hw.{name}")
     _positive(hw.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
     _positive(hw.op_overhead_s, "hw.op_overhead_s", allow_zero=True)
     _fraction(hw.matmul_efficiency, "hw.matmul_efficiency")
     _fraction(hw.memory_efficiency, "hw.memory_efficiency")
+    if hw.fp8_matmul_ratio != 0 and not hw.fp8_matmul_ratio >= 1:
+        raise ConfigError(f"hw.fp8_matmul_ratio={hw.fp8_matmul_ratio}: allowed values are 0 (no FP8) or >= 1 (the FP8 peak over the bf16 peak)")
     if not 0 <= hw.area_min_fraction <= 1:
         raise ConfigError(f"hw.area_min_fraction={hw.area_min_fraction}: allowed values are in [0, 1]")
     for name in ("area_budget_mm2", "power_budget_w"):
@@ -108,10 +114,38 @@ def check_hw(hw) -> None:
             _positive(hw[name], f"hw.{name}")
     for name in ("tc_pe_um2", "vc_lane_um2"):
         _positive(hw.area[name], f"hw.area.{name}")
-    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2"):
+    _fraction(hw.area.logic_utilization, "hw.area.logic_utilization")
+    for name in ("vc_control_um2", "hbm_controller_um2_per_stack", "serdes_um2_per_lane", "pcie_um2_per_lane"):
+        _positive(hw.area[name], f"hw.area.{name}", allow_zero=True)
+    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2", "pj_per_serdes_bit"):
         _positive(hw.power[name], f"hw.power.{name}", allow_zero=True)
+    for name in ("spare_cores", "spare_hbm_stacks", "spare_glb_mib", "interconnect_lanes", "interconnect_gbit_s_per_lane", "pcie_lanes"):
+        _positive(hw[name], f"hw.{name}", allow_zero=True)
     if hw.kind == "grid":
         check_budget(hw)
+
+
+def check_hbm(hw) -> bool:
+    """HBM: PHAZE's capacity axis at a fixed bandwidth, or the stack model (stack counts x generations); True for the latter."""
+    stacks, gens = list(hw.hbm_stacks), list(hw.hbm_generation)
+    if not stacks and not gens:
+        if hw.hbm_gbps is None:
+            raise ConfigError("hw.hbm_gbps=None: without HBM stacks (hw.hbm_stacks, hw.hbm_generation) allowed values are numbers > 0")
+        _positive(hw.hbm_gbps, "hw.hbm_gbps")
+        return False
+    positive_ints(stacks, "hw.hbm_stacks")
+    if not gens:
+        raise ConfigError(f"hw.hbm_generation=[]: with hw.hbm_stacks={stacks} allowed values are one or more of {', '.join(HBM_GENERATIONS)}")
+    for g in gens:
+        _choice(g, "hw.hbm_generation", list(HBM_GENERATIONS))
+    if hw.hbm_gbps is not None:
+        _positive(hw.hbm_gbps, "hw.hbm_gbps")
+    if hw.kind == "point" and (len(stacks) != 1 or len(gens) != 1):
+        raise ConfigError(f"hw.hbm_stacks={stacks}, hw.hbm_generation={gens}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value each")
+    if hw.kind == "grid" and (list(hw.hbm_gib) or hw.hbm_gbps is not None):
+        raise ConfigError(f"hw.hbm_gib={list(hw.hbm_gib)}, hw.hbm_gbps={hw.hbm_gbps}: on a grid under the stack model allowed values are "
+                          "[] and null (capacity and bandwidth follow from the stacks)")
+    return True
 
 
 def check_budget(hw) -> None:
@@ -139,6 +173,13 @@ def check_cluster(c) -> None:
     _fraction(c.intra_node_efficiency, "cluster.intra_node_efficiency")
     _fraction(c.inter_node_efficiency, "cluster.inter_node_efficiency")
     _choice(c.collective_algorithm, "cluster.collective_algorithm", ALGORITHMS)
+    if c.torus_dims:
+        positive_ints(list(c.torus_dims), "cluster.torus_dims")
+        if math.prod(c.torus_dims) != c.devices:
+            raise ConfigError(f"cluster.torus_dims={list(c.torus_dims)}: allowed values have product cluster.devices={c.devices}")
+        if c.intra_node_gbps != c.inter_node_gbps:
+            raise ConfigError(f"cluster.inter_node_gbps={c.inter_node_gbps}: on a torus every link runs at one rate; allowed value "
+                              f"cluster.intra_node_gbps={c.intra_node_gbps}")
 
 
 def check_train(cfg, m) -> None:
@@ -152,6 +193,12 @@ def check_train(cfg, m) -> None:
     if t.master_bytes_per_param is not None:
         _choice(t.master_bytes_per_param, "train.master_bytes_per_param", MASTER_BYTES_CHOICES)
     _choice(t.optimizer, "train.optimizer", OPTIMIZERS)
+    _choice(t.precision, "train.precision", PRECISIONS)
+    if t.precision == "fp8":
+        _choice(t.bytes_per_elem, "train.bytes_per_elem (FP8 training keeps bf16 weights and activations)", [2])
+        if float(cfg.hw.fp8_matmul_ratio) < 1:
+            raise ConfigError(f"hw.fp8_matmul_ratio={cfg.hw.fp8_matmul_ratio}: train.precision=fp8 needs tensor cores with FP8; "
+                              f"allowed values are >= 1 (the FP8 peak over the bf16 peak; hw=h100: 2.0), or train.precision=bf16")
     _choice(t.recompute_granularity, "train.recompute_granularity", RECOMPUTE_GRANULARITIES)
     _choice(t.step_model, "train.step_model", STEP_MODELS)
     if t.attention is not None:

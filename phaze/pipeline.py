@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from phaze.compat import compat_of, expert_run_spaces, network_for
 from phaze.config_values import positive_ints, recompute_options
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
@@ -21,6 +22,8 @@ from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS, Workload
+from phaze.workload.phaze_conventions import with_phaze_conventions
+from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, with_precision
 
 GIB = 2**30
 
@@ -242,12 +245,14 @@ def tp_values_of(workloads: dict[int, Workload]) -> list[int]:
 
 def load_workloads(cfg) -> dict[int, Workload]:
     """The model's workload at every microbatch size of the training config, with every shard its placement
-    space needs (cached on disk)."""
+    space needs (cached on disk as traced; the precision and the compat switches apply after the cache)."""
     model = training_model(cfg)
     return {
-        int(mbs): extract_workload(model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir,
-                                   sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")),
-                                   ep_values=tuple(options(cfg, "ep")))
+        int(mbs): with_phaze_conventions(
+            with_precision(extract_workload(model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir,
+                                            sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")),
+                                            ep_values=tuple(options(cfg, "ep"))), cfg.train.precision),
+            compat_of(cfg), str(model.family))
         for mbs in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)
     }
 
@@ -277,9 +282,10 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
         hbm_bytes=float(row.hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
         bytes_per_elem=int(cfg.train.bytes_per_elem), grad_bytes_per_elem=int(cfg.train.grad_bytes_per_elem or 0),
         master_bytes_per_param=int(cfg.train.master_bytes_per_param or 0),
+        weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem)),
         p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
         recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
-        peak_flops_s=chip.peak_matmul_flops, part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
+        peak_flops_s=chip.peak_matmul_flops * (chip.fp8_matmul_ratio if cfg.train.precision == "fp8" else 1.0), part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
         step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
         overlap_param_gather=bool(cfg.train.overlap_param_gather),
         update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
@@ -306,7 +312,8 @@ def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Ne
         inp = placement_input(cfg, point, workloads, network, latencies)
         if fixed is not None:
             return evaluate_fixed(inp, **fixed)
-        return optimize(inp, space=space)
+        found = [r for r in (optimize(inp, space=s) for s in expert_run_spaces(cfg, inp, space)) if r is not None]
+        return max(found, key=lambda r: r.throughput_seq_s, default=None)
 
     return place
 
@@ -326,7 +333,7 @@ def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | No
     scheduled ones: the search passes per-layer lower bounds to get an upper bound on the throughput.
     """
     workloads = workloads or load_workloads(cfg)
-    network = Network.from_cfg(cfg.cluster)
+    network = network_for(cfg)
     place = placer(cfg, point, workloads, network)
     if latencies is not None:
         return place(latencies)

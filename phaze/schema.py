@@ -86,10 +86,20 @@ class AreaCfg:
     glb_um2: List[float] = field(default_factory=list)
     # SRAM density (um^2 per KiB), used for the per-core buffers and the global buffer when their tables are empty.
     sram_um2_per_kib: float = 0.0
-    # Off-chip interface and interconnect, charged per HBM stack and per core (tensor and vector).
+    # Off-chip interface and interconnect, charged per HBM stack and per core (tensor and vector). Under the
+    # stack model (hw.hbm_stacks) the PHY is the HBM generation's (phaze.hardware.hbm) and the capacity per stack too.
     hbm_phy_um2_per_stack: float = 0.0
     hbm_gib_per_stack: float = 16.0
     noc_um2_per_core: float = 0.0
+    # Placed logic over its cell area: standard cells fill this fraction of a logic block, routing the rest (1: none).
+    logic_utilization: float = 1.0
+    # Control of one programmable (vector) core: instruction fetch, decode, scheduling, load/store (cell area).
+    vc_control_um2: float = 0.0
+    # One HBM stack's memory controller on the logic die (cell area; the PHY is the generation's).
+    hbm_controller_um2_per_stack: float = 0.0
+    # One chip-to-chip SerDes lane (NVLink, ICI) and one PCIe lane: PHY and link controller.
+    serdes_um2_per_lane: float = 0.0
+    pcie_um2_per_lane: float = 0.0
 
 
 @dataclass
@@ -104,6 +114,8 @@ class PowerCfg:
     pj_per_glb_byte: float = MISSING
     pj_per_hbm_byte: float = MISSING
     leakage_w_per_mm2: float = MISSING
+    # Energy of one bit over a chip-to-chip SerDes lane (transmitter and receiver).
+    pj_per_serdes_bit: float = 0.0
 
 
 @dataclass
@@ -119,8 +131,15 @@ class HwCfg:
     # Empty: vector width tied to the tensor-core width (PHAZE); otherwise its own axis.
     vc_width: List[int] = field(default_factory=list)
     glb_mib: List[int] = field(default_factory=list)
+    # HBM capacity (GiB) axis at a fixed bandwidth (GB/s): PHAZE's model. Under the stack model (below) a
+    # point's capacity and bandwidth follow from its stacks; a point preset may still give both as its
+    # product's own (stacks run below their rated pin speed); null hbm_gbps: the stacks' rated bandwidth.
     hbm_gib: List[int] = field(default_factory=list)
-    hbm_gbps: float = MISSING
+    hbm_gbps: Optional[float] = None
+    # The stack model (both lists or neither): axes of stack counts and HBM generations (phaze.hardware.hbm:
+    # hbm2, hbm2e, hbm3, hbm3e); capacity, bandwidth, PHY area and HBM power follow from them.
+    hbm_stacks: List[int] = field(default_factory=list)
+    hbm_generation: List[str] = field(default_factory=list)
     glb_gbps: float = MISSING
     freq_ghz: float = MISSING
     # Bandwidth of one core's port to the global buffer (bytes per cycle; PHAZE: 64 words of 2 bytes).
@@ -134,6 +153,15 @@ class HwCfg:
     # PHAZE exempts single-tensor-core and single-vector-core points from the lower area bound.
     area_min_exempt_single_core: bool = True
     power_budget_w: Optional[float] = None
+    # What the die holds beyond the enabled chip, for yield (area and leakage only): tensor and vector cores each,
+    # HBM PHY sites without a stack, global-buffer MiB.
+    spare_cores: int = 0
+    spare_hbm_stacks: int = 0
+    spare_glb_mib: float = 0.0
+    # Off-chip lanes on the die: chip-to-chip SerDes lanes per direction at their rate (Gb/s), and PCIe lanes.
+    interconnect_lanes: int = 0
+    interconnect_gbit_s_per_lane: float = 0.0
+    pcie_lanes: int = 0
     # True: independent operators may run at once on subsets of the cores (PHAZE's accelerator, the
     # layer ILP decides). False: one operator at a time over all cores (a GPU launching kernels on
     # one CUDA stream, with blocking tensor-parallel collectives, as Megatron-LM does).
@@ -152,6 +180,8 @@ class HwCfg:
     matmul_tile_cols: int = 0
     # Reduction steps' worth of time each tile spends filling / draining its pipeline and writing its outputs.
     matmul_tile_fill_k: int = 0
+    # The tensor cores' FP8 GEMM peak over their bf16 peak: 0 = no FP8 (train.precision=fp8 needs >= 1).
+    fp8_matmul_ratio: float = 0.0
     area: AreaCfg = MISSING
     power: PowerCfg = MISSING
     source: str = ""
@@ -159,7 +189,7 @@ class HwCfg:
 
 @dataclass
 class ClusterCfg:
-    """The devices and the network between them: flat (PHAZE) or a two-level hierarchy."""
+    """The devices and the network between them: flat (PHAZE), a two-level hierarchy or a torus."""
 
     name: str = MISSING
     devices: int = MISSING
@@ -173,6 +203,8 @@ class ClusterCfg:
     link_latency_s: float = 0.0
     # Collective algorithm: ring | tree (double binary tree) | best (the faster of the two per call).
     collective_algorithm: str = "ring"
+    # A torus of these dimensions (x fastest, product = devices) instead of nodes; both link rates are then one link's.
+    torus_dims: List[int] = field(default_factory=list)
     source: str = ""
 
 
@@ -183,6 +215,8 @@ class TrainCfg:
 
     global_batch: int = 4096
     bytes_per_elem: int = 2
+    # GEMM precision: bf16 | fp8 (Transformer Engine: the transformer layers' linear GEMMs in FP8; phaze.workload.precision).
+    precision: str = "bf16"
     # Bytes of a gradient element, kept and reduced (null: bytes_per_elem; Megatron keeps bf16 runs' gradients in fp32: 4).
     grad_bytes_per_elem: Optional[int] = None
     # Bytes of Adam's master copy of a weight below fp32 (null: an fp32 copy, 4; NeMo's Apex distributed Adam keeps
@@ -292,6 +326,29 @@ class TrackingCfg:
 
 
 @dataclass
+class CompatCfg:
+    """PHAZE-code conventions this project does not copy (reference/phaze-method.md §9), each a switch,
+    all off by default: `compat=phaze` turns every one on to measure how much of PHAZE's speedup they explain."""
+
+    name: str = "none"
+    # §9.1: compute in ms against communication in s (cycles / 1.05e6): every collective, pipeline transfer
+    # and gradient sync 1000x cheaper relative to compute.
+    compute_ms: bool = False
+    # §9.4: backward GEMMs are the data gradient only; the weight-gradient GEMMs cost nothing.
+    no_weight_grad: bool = False
+    # §9.2: Hugging Face nn.Linear GEMMs costed at microbatch 1 (the microbatch dimension dropped).
+    linear_mbs1: bool = False
+    # §1.2, §6.7, §7: the TPUv4-like chip's expert plan evaluated in the optimum's (mbs, HBM, recompute) run, not at
+    # its own best microbatch and recompute; and a point's run whose expert plan does not fit discards its optimum.
+    baseline_in_optimum_run: bool = False
+    # §9.5: the LM head, final norm and loss (attributed to the last block, never solved) cost and hold nothing,
+    # as for PHAZE's Hugging Face models (its Megatron ones replicated them into every layer instead: not modelled).
+    post_layers_lost: bool = False
+    # §4.3, §4.5: vector-core operators are compute-bound only (no HBM or buffer traffic).
+    vector_no_memory: bool = False
+
+
+@dataclass
 class Config:
     """The whole job: what `python -m phaze.run` and `python -m phaze.evaluate` compose."""
 
@@ -303,6 +360,7 @@ class Config:
     placement: PlacementCfg = field(default_factory=PlacementCfg)
     search: SearchCfg = MISSING
     tracking: TrackingCfg = MISSING
+    compat: CompatCfg = field(default_factory=CompatCfg)
     cache_dir: str = ".cache/phaze"
     # Set from `model=[a,b,...]` (phaze.config.attach_models): models searched together for one
     # common architecture; empty for the usual single `model`.
@@ -340,6 +398,7 @@ def register_configs() -> None:
     cs.store(group="train", name="base_train", node=TrainCfg)
     cs.store(group="search", name="base_search", node=SearchCfg)
     cs.store(group="tracking", name="base_tracking", node=TrackingCfg)
+    cs.store(group="compat", name="base_compat", node=CompatCfg)
 
 
 register_configs()

@@ -52,7 +52,15 @@ CASES = [
     (["cluster.devices=-16"], "cluster.devices", "positive"),
     (["cluster=dgx_a100", "cluster.devices=12"], "cluster.devices", "multiples of cluster.node_size=8"),
     (["cluster.collective_algorithm=mesh"], "cluster.collective_algorithm", "ring"),
+    (["train.precision=fp4"], "train.precision", "fp8"),
+    (["hw=a100", "train.precision=fp8"], "hw.fp8_matmul_ratio", ">= 1"),
+    (["hw=h100", "hw.fp8_matmul_ratio=0.5"], "hw.fp8_matmul_ratio", ">= 1"),
+    (["cluster=tpuv4_pod", "cluster.torus_dims=[8,8,8]"], "cluster.torus_dims", "product cluster.devices="),
+    (["cluster=tpuv4_pod", "cluster.torus_dims=[2,2,4]", "cluster.inter_node_gbps=25"], "cluster.inter_node_gbps", "cluster.intra_node_gbps=50.0"),
     (["search.sampler=random"], "search.sampler", "nsga2"),
+    (["compat=nope"], "compat", "phaze"),
+    (["compat.drop_wgrad=true"], "compat.drop_wgrad", "allowed keys: name, compute_ms, no_weight_grad"),
+    (["compat.compute_ms=maybe"], "compat.compute_ms", "not a valid bool"),
     (["search.objective=latency"], "search.objective", "throughput_per_tdp"),
     (["search.n_trials=0"], "search.n_trials", "positive"),
     (["search.n_workers=0"], "search.n_workers", "positive"),
@@ -91,6 +99,10 @@ CASES = [
     (["train.capacity_factor=-1"], "train.capacity_factor", ">= 0"),
     (["train.moe_imbalance=0.5"], "train.moe_imbalance", ">= 1"),
     (["model.num_experts=8"], "model.num_experts", "mixtral"),
+    # HBM as stacks (issue 14)
+    (["hw=modern_grid", "hw.hbm_generation=[hbm4]"], "hw.hbm_generation", "hbm2e, hbm3, hbm3e"),
+    (["hw=modern_grid", "hw.hbm_stacks=[0,4]"], "hw.hbm_stacks", "positive"),
+    (["hw=modern_grid", "hw.hbm_stacks=[-1]"], "hw.hbm_stacks", "positive"),
 ]
 
 

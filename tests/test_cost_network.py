@@ -76,3 +76,49 @@ def test_dgx_h100_rates_and_p2p():
 def test_arrays_broadcast():
     times = flat().allreduce_s(np.array([1e6, 2e6]), 4)
     assert times.shape == (2,) and times[1] == pytest.approx(2 * times[0])
+
+
+def _pod():
+    return Network.from_cfg(compose_cfg("cluster=tpuv4_pod").cluster)
+
+
+def test_torus_allreduce_is_a_ring_per_dimension_by_hand():
+    net = _pod()
+    link = 50e9 * 0.895  # one ICI link per direction at Google's all-reduce efficiency (conf/cluster/tpuv4_pod.yaml)
+    assert (net.torus_dims, net.domains, net.node_size) == ((8, 8, 16), (8, 64), 1024)
+    nbytes = 6e9
+    # The whole 8x8x16 slice: x, y and z rings close through their wraparound and run both ways (2 links),
+    # each on the data left by the dimensions before it.
+    whole = 2 * 7 / 8 * nbytes / (2 * link) + 2 * 7 / 8 * (nbytes / 8) / (2 * link) + 2 * 15 / 16 * (nbytes / 64) / (2 * link)
+    assert net.allreduce_s(nbytes, 1024) == pytest.approx(whole, rel=1e-12)
+    # Four neighbours along x are a line without wraparound: one link's rate.
+    assert net.allreduce_s(nbytes, 4) == pytest.approx(2 * 3 / 4 * nbytes / link, rel=1e-12)
+    # 128 members 8 apart (one per pipeline of 8 chips): whole y rings, then whole z rings on 1/8 of the data.
+    assert net.spread(128, 8) == (1, 8)
+    strided = 2 * 7 / 8 * nbytes / (2 * link) + 2 * 15 / 16 * (nbytes / 8) / (2 * link)
+    assert net.allreduce_s(nbytes, 128, stride=8) == pytest.approx(strided, rel=1e-12)
+    assert net.reduce_scatter_s(nbytes, 128, stride=8) == pytest.approx(strided / 2, rel=1e-12)
+    # Neighbouring chips exchange over one link.
+    assert net.p2p_s(1e9, same_node=True) == net.p2p_s(1e9, same_node=False) == pytest.approx(1e9 / link)
+
+
+def test_tensor_parallel_group_inside_and_across_an_nvlink_domain():
+    nbytes = 1e9
+    h100 = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
+    nvlink4, ndr = 450e9 * 0.822, 50e9 * 0.94
+    assert h100.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4, rel=1e-12)
+    # TP 16 spans two DGX nodes: NVLink ring, then the 1/8 shard across the 2 nodes over InfiniBand.
+    assert h100.allreduce_s(nbytes, 16) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4 + 2 * 1 / 2 * (nbytes / 8) / ndr, rel=1e-12)
+    nvl72 = Network.from_cfg(compose_cfg("cluster=gb200_nvl72").cluster)
+    nvlink5 = 900e9 * 0.927
+    assert (nvl72.devices, nvl72.node_size, nvl72.domains) == (1152, 72, (72,))
+    # The same TP 16 stays inside one NVL72 rack: one NVLink ring.
+    assert nvl72.allreduce_s(nbytes, 16) == pytest.approx(2 * 15 / 16 * nbytes / nvlink5, rel=1e-12)
+    assert nvl72.allreduce_s(nbytes, 16) < h100.allreduce_s(nbytes, 16) / 3
+
+
+def test_all_to_all_per_level_on_a_torus():
+    net = _pod()
+    link = 50e9 * 0.895
+    # 16 members along x then y (8 x 2): 7/16 of the data to x peers on a whole x ring, 8/16 to the other y row on a line.
+    assert net.all_to_all_s(1e9, 16) == pytest.approx(max(7 / 16 * 1e9 / (2 * link), 8 / 16 * 1e9 / link), rel=1e-12)

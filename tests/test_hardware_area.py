@@ -13,7 +13,7 @@ from phaze.hardware.space import AXES, TPUV4_LIKE, describe_points
 from tests.conftest import compose_cfg
 
 HW = {name: compose_cfg(f"hw/area={name}", f"hw/power={name2}").hw
-      for name, name2 in (("phaze", "horowitz_45nm"), ("modern_7nm", "modern_7nm"))}
+      for name, name2 in (("phaze", "horowitz_45nm"), ("modern_7nm", "modern_7nm"), ("modern_5nm", "modern_5nm"))}
 
 pow2 = st.integers(0, 12).map(lambda e: 2**e)
 side = st.integers(1, 8).map(lambda e: 2**e)
@@ -54,12 +54,16 @@ def test_modern_area_uses_densities_and_hbm_phys():
     point = dict(TPUV4_LIKE, hbm_gib=80)  # 5 stacks of 16 GiB
     parts = area_components_um2(
         a, n_tc=8, tc_rows=128, tc_cols=128, n_vc=2, vc_width=128, tc_buffer_kib=256, vc_buffer_kib=2,
-        glb_mib=128, hbm_gib=80,
+        glb_mib=128, hbm_stacks=5, hbm_phy_um2_per_stack=a.hbm_phy_um2_per_stack,
     )
-    assert parts["glb"] == pytest.approx(128 * 1024 * 316.0)
-    assert parts["tc_buffers"] == pytest.approx(8 * 256 * 316.0)
-    assert parts["hbm_phy"] == pytest.approx(5 * 10.0e6)
-    assert parts["noc"] == pytest.approx(10 * 3940.0)
+    assert parts["glb"] == pytest.approx(128 * 1024 * 2482.4)
+    assert parts["tc_buffers"] == pytest.approx(8 * 256 * 2482.4)
+    assert parts["tc_macs"] == pytest.approx(8 * 128 * 128 * 210.7 / 0.7)  # cell area over 70% utilization
+    assert parts["vc_control"] == pytest.approx(2 * 1.5356e6 / 0.7)
+    assert parts["hbm_phy"] == pytest.approx(5 * 10.45e6)
+    assert parts["hbm_controller"] == pytest.approx(5 * 5.7398e6 / 0.7)
+    assert parts["noc"] == pytest.approx(10 * 3940.0 / 0.7)
+    assert parts["io_phy"] == 0.0
     assert describe(hw, point)["area_mm2"] == pytest.approx(sum(parts.values()) / 1e6, rel=1e-12)
 
 

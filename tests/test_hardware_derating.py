@@ -12,7 +12,8 @@ from phaze.schema import HwCfg
 from tests.conftest import compose_cfg
 
 IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0, "matmul_fixed_s": 0.0,
-         "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0}
+         "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0}
+"""PHAZE's accelerators: the ideal roofline, and no FP8 (their tensor cores compute in 16 bits)."""
 
 
 def preset(name: str) -> Accelerator:

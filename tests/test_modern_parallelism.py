@@ -172,7 +172,7 @@ def test_reduction_slower_than_backward_is_exposed_by_the_difference():
 def test_zero0_reduction_is_one_gradient_all_reduce_per_part():
     network = Network(16, 8, 200e9, 25e9, 0.0)
     prm = np.array([[1e9, 2e9]])  # bf16 weights of two parts
-    tl = timeline_arrays(prm, np.array([1]), network, zero=0, dp=16, cp=1, replicas_in_node=8, grad_bytes_per_param_byte=2.0,
+    tl = timeline_arrays(prm, np.array([1]), network, zero=0, dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0,
                          overlap_grad_reduce=True, overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
     grads = 2 * prm[0]  # fp32 gradients
     # hierarchical ring: 8 ranks inside the node, then 2 nodes each moving an eighth over its link

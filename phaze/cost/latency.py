@@ -17,7 +17,9 @@ from phaze.cost.chip import unique_chips
 from phaze.cost.matmul import matmul_latency_s
 from phaze.cost.vector import vector_latency_s
 from phaze.cost.vector_cycles import cycles_per_elem
+from phaze.hardware.derating import FP8_COLUMN
 from phaze.hardware.rates import GB
+from phaze.workload.precision import FP8_BYTES_PER_ELEM
 
 UNITS = ("tc", "vc", "net", "none")
 """Tensor cores, vector cores, the network, nothing (views)."""
@@ -92,18 +94,26 @@ def _unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct, inverse.ravel()
 
 
+def fp8_ops(ops: pd.DataFrame) -> np.ndarray:
+    """GEMMs run in FP8 (the `fp8` column, phaze.workload.precision; False when absent)."""
+    return ops["fp8"].to_numpy(dtype=bool) if "fp8" in ops.columns else np.zeros(len(ops), dtype=bool)
+
+
 def _matmul(ops: pd.DataFrame, chip):
+    fp8 = fp8_ops(ops)
     cols = np.column_stack([
         ops[["mm_b", "mm_m", "mm_k", "mm_n"]].to_numpy(dtype=np.float64),
-        elem_bytes(ops),
+        np.where(fp8, FP8_BYTES_PER_ELEM, elem_bytes(ops)),
         (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
         fused_steps(ops),
+        fp8,
     ])
     if np.any(cols[:, :4] <= 0):
         raise ValueError("a matmul op needs positive mm_b, mm_m, mm_k, mm_n")
     distinct, inverse = _unique_rows(cols)
-    b, m, k, n, e, io, on_chip = (distinct[:, i][:, None] for i in range(7))
-    single, parallel = matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool))
+    b, m, k, n, e, io, on_chip, in_fp8 = (distinct[:, i][:, None] for i in range(8))
+    rate = np.where(in_fp8.astype(bool), chip.fp8_matmul_ratio, 1.0)
+    single, parallel = matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool), rate)
     return single, parallel, inverse
 
 
@@ -166,13 +176,13 @@ def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int) -> O
 
 def roofline_s(ops: pd.DataFrame, points: pd.DataFrame) -> np.ndarray:
     """The ideal roofline of each compute op on each point, (n_ops, n_points): its FLOPs at the chip's
-    peak for its unit, or its bytes at peak HBM bandwidth, whichever is slower (no derating, no
+    peak for its unit (an FP8 GEMM: the FP8 peak), or its bytes at peak HBM bandwidth, whichever is slower (no derating, no
     overhead: a bound no prediction may beat); 0 for network and view ops."""
     unit = op_units(ops)
     flops = ops["flops"].to_numpy(dtype=np.float64)[:, None]
     io = (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64)[:, None]
-    peak = np.where(
-        (unit == "tc")[:, None], points["peak_matmul_flops"].to_numpy()[None, :], points["peak_vector_flops"].to_numpy()[None, :]
-    )
+    matmul_peak = points["peak_matmul_flops"].to_numpy()[None, :] * np.where(
+        fp8_ops(ops)[:, None], points[FP8_COLUMN].to_numpy()[None, :] if FP8_COLUMN in points.columns else 1.0, 1.0)
+    peak = np.where((unit == "tc")[:, None], matmul_peak, points["peak_vector_flops"].to_numpy()[None, :])
     bound = np.maximum(flops / peak, io / (points["hbm_gbps"].to_numpy()[None, :] * GB))
     return np.where(np.isin(unit, ("tc", "vc"))[:, None], bound, 0.0)

@@ -83,8 +83,9 @@ def core_cycles(b, m, k, n, chip, n_cores):
     return np.where(chip.tile_rows > 0, tiled, mapped)
 
 
-def matmul_latency_s(b, m, k, n, elem_bytes, io_bytes, chip, on_chip=False):
+def matmul_latency_s(b, m, k, n, elem_bytes, io_bytes, chip, on_chip=False, rate=1.0):
     """(single-core, all-cores) latency in seconds; op arrays (n_ops, 1) broadcast against `chip` (1, n_points).
+    `rate` multiplies the arrays' steps per second (an FP8 GEMM: the chip's fp8_matmul_ratio).
 
     `on_chip` marks steps of a fused kernel: their operands never go to HBM, so HBM carries only
     their own io_bytes, while the core buffer ports still stream the blocked operands; the chip's fixed
@@ -95,12 +96,12 @@ def matmul_latency_s(b, m, k, n, elem_bytes, io_bytes, chip, on_chip=False):
     port_bytes = np.maximum(hbm_bytes, blocked_bytes(b, m, k, n, tile_side(chip.tc_buffer_bytes, elem_bytes), elem_bytes))
     hbm_s = hbm_bytes / chip.hbm_bytes_s
     single = np.maximum.reduce([
-        core_cycles(b, m, k, n, chip, 1.0) / chip.tc_clock_hz,
+        core_cycles(b, m, k, n, chip, 1.0) / (chip.tc_clock_hz * rate),
         hbm_s,
         port_bytes / np.minimum(chip.glb_bytes_s, chip.core_port_bytes_s),
     ])
     parallel = np.maximum.reduce([
-        core_cycles(b, m, k, n, chip, chip.n_tc) / chip.tc_clock_hz,
+        core_cycles(b, m, k, n, chip, chip.n_tc) / (chip.tc_clock_hz * rate),
         hbm_s,
         port_bytes / np.minimum(chip.glb_bytes_s, chip.n_tc * chip.core_port_bytes_s),
     ])

@@ -1,4 +1,4 @@
-"""Collective and point-to-point times over a flat or two-level (node / cluster) network.
+"""Collective and point-to-point times over a flat, two-level (node / cluster) or torus network.
 
 Ring algorithms (Patarasuk & Yuan 2009; NCCL's ring): an all-reduce of B bytes over n devices moves
 2(n-1)/n * B per device in 2(n-1) steps; reduce-scatter and all-gather move (n-1)/n * B in n-1
@@ -11,6 +11,15 @@ every other member (Thakur, Rabenseifner & Gropp 2005, pairwise exchange, n - 1 
 the sends at once (grouped ncclSend / ncclRecv), so the shares to peers in the node (over the node's
 links) and to peers in other nodes (over the chip's inter-node link) move concurrently: the slower of
 the two sets the time.
+
+A network is a nest of levels. Two-level: the node (`node_size` chips on fast links), then the nodes.
+Torus (TPU pods; Jouppi et al., ISCA 2023): one level per dimension, chips numbered x fastest, every link
+at one rate. A group's members spread over the levels (how many share each nested domain), and each
+collective runs level by level, innermost first, on 1/(members below) of the data: the hierarchical
+ring above, and on a torus the ring per dimension (Ying et al., "Image Classification at Supercomputer
+Scale", 2018, 2-D torus all-reduce). A ring over a whole torus dimension closes through the wraparound
+link and runs both ways at once (twice one link's rate); over part of a dimension it is a line, on which
+a ring uses each link once per direction (one link's rate).
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ GB = 1e9
 
 ALGORITHMS = ("ring", "tree", "best")
 
+TORUS_RING_DIRECTIONS = 2
+"""A ring over a whole torus dimension (more than two chips, so the wraparound is a third link) sends half
+the data each way round: twice one link's rate per chip."""
+
 
 def _out(t):
     return t if np.ndim(t) else float(t)
@@ -32,7 +45,8 @@ def _out(t):
 
 @dataclass(frozen=True)
 class Network:
-    """The links of a cluster: `node_size` chips share fast links; slower links join the nodes."""
+    """The links of a cluster: `node_size` chips share fast links; slower links join the nodes. With
+    `torus_dims` the chips form a torus instead (node_size = devices, every link at intra = inter)."""
 
     devices: int
     node_size: int
@@ -40,12 +54,15 @@ class Network:
     inter_bytes_s: float
     latency_s: float = 0.0
     algorithm: str = "ring"
+    torus_dims: tuple[int, ...] = ()
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"cluster.collective_algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         if min(self.intra_bytes_s, self.inter_bytes_s) <= 0 or self.latency_s < 0:
             raise ValueError("link bandwidths must be positive and the link latency non-negative")
+        if self.torus_dims and (math.prod(self.torus_dims) != self.devices or min(self.torus_dims) < 1):
+            raise ValueError(f"cluster.torus_dims {list(self.torus_dims)} must be positive with product cluster.devices={self.devices}")
 
     @classmethod
     def from_cfg(cls, cluster) -> "Network":
@@ -54,18 +71,43 @@ class Network:
             raise ValueError(
                 f"cluster.devices and cluster.node_size must be positive, got {cluster.devices}, {cluster.node_size}"
             )
+        torus = tuple(int(d) for d in cluster.get("torus_dims", []) or [])
         return cls(
             devices=int(cluster.devices),
-            node_size=int(min(cluster.node_size, cluster.devices)),
+            node_size=int(cluster.devices if torus else min(cluster.node_size, cluster.devices)),
             intra_bytes_s=float(cluster.intra_node_gbps) * GB * float(cluster.get("intra_node_efficiency", 1.0)),
             inter_bytes_s=float(cluster.inter_node_gbps) * GB * float(cluster.get("inter_node_efficiency", 1.0)),
             latency_s=float(cluster.link_latency_s),
             algorithm=str(getattr(cluster, "collective_algorithm", "ring")),
+            torus_dims=torus,
         )
 
-    def members_per_node(self, n: int, stride: int = 1) -> int:
-        """How many of a group's n members share a node, for members `stride` devices apart."""
-        return int(max(1, min(n, self.node_size // max(1, stride))))
+    @property
+    def domains(self) -> tuple[int, ...]:
+        """Sizes of the nested domains below the whole network: the node, or the torus's first dimensions' products."""
+        if self.torus_dims:
+            return tuple(math.prod(self.torus_dims[: i + 1]) for i in range(len(self.torus_dims) - 1))
+        return (self.node_size,) if self.node_size < self.devices else ()
+
+    def spread(self, n: int, stride: int = 1) -> tuple[int, ...]:
+        """How many of a group's n members, `stride` devices apart, share each of `domains`."""
+        return tuple(int(max(1, min(n, d // max(1, stride)))) for d in self.domains)
+
+    def _levels(self, n: int, within) -> list[tuple[int, float]]:
+        """(members, bytes/s) of each level the group spans, innermost first: `within` members share each
+        domain (an int: per node), the rest spread over the whole network."""
+        within = (within,) if np.ndim(within) == 0 else tuple(within)
+        counts, below = [], 1
+        for inside in within[: len(self.domains)]:
+            inside = int(max(below, min(n, inside)))
+            counts.append(inside // below)
+            below = inside
+        counts.append(math.ceil(n / below))
+        if self.torus_dims:
+            rates = [self.intra_bytes_s * (TORUS_RING_DIRECTIONS if c == dim > 2 else 1) for c, dim in zip(counts, self.torus_dims)]
+        else:
+            rates = [self.intra_bytes_s, self.inter_bytes_s][: len(counts)]
+        return [(c, r) for c, r in zip(counts, rates) if c > 1]
 
     def _ring_allreduce(self, nbytes, n: int, bytes_s: float):
         return 2.0 * (n - 1) / n * nbytes / bytes_s + 2 * (n - 1) * self.latency_s
@@ -75,8 +117,6 @@ class Network:
 
     def _level_allreduce(self, nbytes, n: int, bytes_s: float):
         """All-reduce among n peers on links of `bytes_s`, by the configured algorithm."""
-        if n <= 1:
-            return np.zeros_like(nbytes)
         if self.algorithm == "ring":
             return self._ring_allreduce(nbytes, n, bytes_s)
         if self.algorithm == "tree":
@@ -85,50 +125,52 @@ class Network:
 
     def allreduce_s(self, nbytes, n: int, stride: int = 1):
         """All-reduce time of `nbytes` (scalar or array) over n devices `stride` apart."""
-        return self.group_allreduce_s(nbytes, n, self.members_per_node(n, stride))
+        return self.group_allreduce_s(nbytes, n, self.spread(n, stride))
 
-    def group_allreduce_s(self, nbytes, n: int, per_node: int):
-        """All-reduce over a group of n devices of which `per_node` share each node."""
+    def group_allreduce_s(self, nbytes, n: int, within):
+        """All-reduce over a group of n devices of which `within` share each domain (an int: per node):
+        a ring reduce-scatter and all-gather per inner level around the outermost level's all-reduce."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
+        t = np.zeros_like(nbytes)
         if n <= 1:
-            return _out(np.zeros_like(nbytes))
-        k = int(max(1, min(n, per_node)))
-        nodes = math.ceil(n / k)
-        if nodes == 1:
-            return _out(self._level_allreduce(nbytes, k, self.intra_bytes_s))
-        intra = self._ring_allreduce(nbytes, k, self.intra_bytes_s) if k > 1 else np.zeros_like(nbytes)
-        return _out(intra + self._level_allreduce(nbytes / k, nodes, self.inter_bytes_s))
+            return _out(t)
+        levels = self._levels(n, within)
+        for i, (c, rate) in enumerate(levels):
+            t = t + (self._level_allreduce(nbytes, c, rate) if i == len(levels) - 1 else self._ring_allreduce(nbytes, c, rate))
+            nbytes = nbytes / c
+        return _out(t)
 
     def reduce_scatter_s(self, nbytes, n: int, stride: int = 1):
         """Ring reduce-scatter (or all-gather: same traffic) of `nbytes` over n devices: half a ring all-reduce."""
-        return self.group_reduce_scatter_s(nbytes, n, self.members_per_node(n, stride))
+        return self.group_reduce_scatter_s(nbytes, n, self.spread(n, stride))
 
-    def group_reduce_scatter_s(self, nbytes, n: int, per_node: int):
-        """Ring reduce-scatter (or all-gather) of `nbytes` (the whole tensor) over n devices, `per_node` per node."""
+    def group_reduce_scatter_s(self, nbytes, n: int, within):
+        """Ring reduce-scatter (or all-gather) of `nbytes` (the whole tensor) over n devices, `within` per domain."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
+        t = np.zeros_like(nbytes)
         if n <= 1:
-            return _out(np.zeros_like(nbytes))
-        k = int(max(1, min(n, per_node)))
-        nodes = math.ceil(n / k)
-        t = (k - 1) / k * nbytes / self.intra_bytes_s + (k - 1) * self.latency_s
-        if nodes > 1:
-            t = t + (nodes - 1) / nodes * (nbytes / k) / self.inter_bytes_s + (nodes - 1) * self.latency_s
+            return _out(t)
+        for c, rate in self._levels(n, within):
+            t = t + (c - 1) / c * nbytes / rate + (c - 1) * self.latency_s
+            nbytes = nbytes / c
         return _out(t)
 
     all_gather_s = reduce_scatter_s
     group_all_gather_s = group_reduce_scatter_s
 
     def all_to_all_s(self, nbytes, n: int, stride: int = 1):
-        """All-to-all of `nbytes` per device (what each sends, its own share included) over n devices `stride` apart."""
+        """All-to-all of `nbytes` per device (what each sends, its own share included) over n devices `stride`
+        apart: the share for the peers first met at each level crosses that level's links, all at once."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         if n <= 1:
             return _out(np.zeros_like(nbytes))
-        k = self.members_per_node(n, stride)
-        intra = (k - 1) / n * nbytes / self.intra_bytes_s
-        inter = (n - k) / n * nbytes / self.inter_bytes_s
-        return _out(np.maximum(intra, inter) + (n - 1) * self.latency_s)
+        t, below = np.zeros_like(nbytes), 1
+        for c, rate in self._levels(n, self.spread(n, stride)):
+            t = np.maximum(t, (below * c - below) / n * nbytes / rate)
+            below *= c
+        return _out(t + (n - 1) * self.latency_s)
 
     def p2p_s(self, nbytes, same_node: bool):
-        """Send/receive of `nbytes` between two chips, inside a node or across nodes."""
+        """Send/receive of `nbytes` between two chips, inside a node or across nodes (on a torus: one link)."""
         bw = self.intra_bytes_s if same_node else self.inter_bytes_s
         return _out(np.asarray(nbytes, dtype=np.float64) / bw + self.latency_s)

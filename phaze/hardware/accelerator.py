@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from phaze.hardware.derating import MATMUL_FIXED_COLUMN, TILE_COLUMNS
+from phaze.hardware.derating import FP8_COLUMN, MATMUL_FIXED_COLUMN, TILE_COLUMNS
 from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
 
 
-OPTIONAL_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS
+OPTIONAL_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN,)
 """Derating columns a row may lack (an accelerator without CTA tiles or a matmul latency floor)."""
 
 
@@ -41,6 +41,7 @@ class Accelerator:
     matmul_tile_rows: int = 0
     matmul_tile_cols: int = 0
     matmul_tile_fill_k: int = 0
+    fp8_matmul_ratio: float = 0.0
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":

@@ -1,6 +1,6 @@
 """How far a real chip falls short of its ideal roofline: the achievable fraction of the tensor-core
 peak and of the memory bandwidths, a fixed time per operator (kernel launch and tail) and per matmul kernel,
-and the CTA tiles a GPU computes matmuls in.
+and the CTA tiles a GPU computes matmuls in; and the rate of its tensor cores on FP8 GEMMs.
 
 PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles); the GPU presets take measured values
 (conf/hw/a100.yaml, h100.yaml, docs/hardware.md §5).
@@ -23,7 +23,10 @@ TILE_COLUMNS = ("matmul_tile_rows", "matmul_tile_cols", "matmul_tile_fill_k")
 array, PHAZE's accelerator): a matmul's output is cut into such blocks, dealt to the cores in waves; each
 block also spends the time of `matmul_tile_fill_k` more reduction steps filling and draining its pipeline
 and writing its outputs."""
-DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS
+FP8_COLUMN = "fp8_matmul_ratio"
+"""The tensor cores' FP8 GEMM peak over their bf16 peak (0: no FP8; H100: 1979 / 989.4 = 2, NVIDIA H100
+datasheet, dense). FP8 GEMMs run at this multiple of the bf16 rate, at the same `matmul_efficiency`."""
+DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN,)
 
 
 def check_derating(values: Mapping[str, object], where: str) -> None:
@@ -41,6 +44,10 @@ def check_derating(values: Mapping[str, object], where: str) -> None:
         bad = ~(np.isfinite(v) & (v >= 0))
         if bad.any():
             raise ValueError(f"{where}{name} must be a finite number of seconds >= 0, got {v[bad][0]}")
+    v = np.atleast_1d(np.asarray(values[FP8_COLUMN], dtype=np.float64))
+    bad = ~((v == 0) | (v >= 1))
+    if bad.any():
+        raise ValueError(f"{where}{FP8_COLUMN} must be 0 (no FP8) or >= 1 (FP8 peak over bf16 peak), got {v[bad][0]}")
     for name in TILE_COLUMNS:
         v = np.atleast_1d(np.asarray(values[name], dtype=np.float64))
         bad = ~((v >= 0) & (v == np.floor(v)))

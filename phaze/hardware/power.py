@@ -11,13 +11,18 @@ import numpy as np
 PJ = 1e-12
 
 
-def tdp_components_w(power, mac_per_s, vector_ops_per_s, glb_bytes_per_s, hbm_bytes_per_s, area_mm2) -> dict:
-    """Per-component power (W) at peak rates under the power config `power` (a PowerCfg)."""
+def tdp_components_w(power, mac_per_s, vector_ops_per_s, glb_bytes_per_s, hbm_bytes_per_s, area_mm2,
+                     hbm_pj_per_byte=None, serdes_bits_per_s=0.0) -> dict:
+    """Per-component power (W) at peak rates under the power config `power` (a PowerCfg). HBM energy is
+    `hbm_pj_per_byte` per point when given (the stack model's generation), else `power.pj_per_hbm_byte`;
+    `serdes_bits_per_s` is the off-chip links' traffic, both directions."""
+    hbm_pj = power.pj_per_hbm_byte if hbm_pj_per_byte is None else np.asarray(hbm_pj_per_byte, dtype=float)
     return {
         "macs": power.pj_per_mac * PJ * np.asarray(mac_per_s, dtype=float),
         "vector": power.pj_per_vector_op * PJ * np.asarray(vector_ops_per_s, dtype=float),
         "glb": power.pj_per_glb_byte * PJ * np.asarray(glb_bytes_per_s, dtype=float),
-        "hbm": power.pj_per_hbm_byte * PJ * np.asarray(hbm_bytes_per_s, dtype=float),
+        "hbm": hbm_pj * PJ * np.asarray(hbm_bytes_per_s, dtype=float),
+        "serdes": power.pj_per_serdes_bit * PJ * np.asarray(serdes_bits_per_s, dtype=float),
         "leakage": power.leakage_w_per_mm2 * np.asarray(area_mm2, dtype=float),
     }
 

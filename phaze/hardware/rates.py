@@ -7,6 +7,8 @@ import numpy as np
 GHZ = 1e9
 GB = 1e9
 """Clock in GHz and bandwidths in GB/s (10^9 bytes per second) in the hardware configs."""
+GBIT = 1e9
+"""Off-chip lane rates in Gb/s (10^9 bits per second): `hw.interconnect_gbit_s_per_lane`, HBM pin rates."""
 FLOPS_PER_MAC = 2
 """A multiply-accumulate is two floating-point operations (the convention of published peak FLOP/s)."""
 KIB = 1024

@@ -109,7 +109,7 @@ class PlacementInput:
     model_flops_per_seq: float = 0.0
     """Model FLOPs of one training step per sequence (forward + backward), for MFU."""
     peak_flops_s: float = 0.0
-    """Peak FLOP/s of one device, for MFU."""
+    """Peak FLOP/s of one device in the GEMMs' precision (FP8 training: the FP8 peak, as NVIDIA quotes its MFU), for MFU."""
     part_names: tuple[str, ...] = field(default_factory=tuple)
     recompute_granularity: str = "layer"
     """train.recompute_granularity: "layer" = Megatron-LM per-layer checkpoints (every stage
@@ -134,6 +134,8 @@ class PlacementInput:
     grad_bytes_per_elem: int = 0
     """Bytes of one gradient element, kept and reduced (0: the training precision's bytes_per_elem)."""
     master_bytes_per_param: int = 0
+    weight_cache_bytes_per_param_byte: float = 0.0
+    """Bytes kept beside each weight byte for the GEMMs (FP8 training's weight and transpose caches)."""
     """Bytes of Adam's master copy of a weight below fp32 (0: fp32, 4 bytes)."""
     p2p_scatter_gather: bool = False
     """Megatron-LM's pipeline scatter/gather of replicated activations (module docstring)."""
@@ -207,7 +209,7 @@ class PlacementInput:
     def state_mult(self, zero: int = 0, shards: int = 1) -> float:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
         return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
-                                          self.master_bytes_per_param or None)
+                                          self.master_bytes_per_param or None, self.weight_cache_bytes_per_param_byte)
 
     def memory_param_bytes(self, prm: np.ndarray, expert: np.ndarray, zero: int, shards: int, ep: int) -> np.ndarray:
         """Weights as the memory formulas read them, state_mult(zero, shards) bytes each: the expert weights

@@ -46,16 +46,18 @@ def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, ma
 
 
 def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1,
-                               grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None) -> float:
+                               grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None,
+                               weight_cache_copies: float = 0.0) -> float:
     """Bytes of weights + gradients + optimizer state per byte of (unsharded) weights held by a device,
     with ZeRO stage `zero` sharding over `shards` ranks; gradients kept in `grad_bytes_per_elem` (default:
-    the training precision; Megatron keeps bf16 runs' gradients in fp32)."""
+    the training precision; Megatron keeps bf16 runs' gradients in fp32); `weight_cache_copies` more bytes
+    per weight byte kept beside the weights (FP8 training's weight caches), sharded with them."""
     if zero not in ZERO_STAGES:
         raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
     optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param)
     grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem
     if zero == 0:
-        return WEIGHT_COPIES + grads + optimizer_state
-    weights = WEIGHT_COPIES / shards if zero >= 3 else WEIGHT_COPIES
+        return WEIGHT_COPIES + weight_cache_copies + grads + optimizer_state
+    weights = (WEIGHT_COPIES + weight_cache_copies) / shards if zero >= 3 else WEIGHT_COPIES + weight_cache_copies
     grads = grads / shards if zero >= 2 else grads
     return weights + grads + optimizer_state / shards

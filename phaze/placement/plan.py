@@ -27,7 +27,7 @@ from phaze.placement.dp import (
 )
 from phaze.placement.inputs import PlacementInput
 from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
-from phaze.placement.stepcomm import replicas_per_node, timeline_arrays
+from phaze.placement.stepcomm import replicas_within, timeline_arrays
 from phaze.placement.timing import batch_time_s, pipeline_in_one_node
 
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -185,7 +185,7 @@ def plan_timeline(inp: PlacementInput, plan: Plan, prm: np.ndarray, widths: np.n
     """The timeline arrays of the plan's ZeRO stage, data-parallel group and framework overlaps."""
     return timeline_arrays(
         prm, widths, inp.network, zero=plan.zero, dp=plan.dp, cp=plan.cp,
-        replicas_in_node=replicas_per_node(inp.network, plan.dp, same_pipeline_devices),
+        replicas=replicas_within(inp.network, plan.dp, same_pipeline_devices),
         grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
         overlap_grad_reduce=inp.overlap_grad_reduce, overlap_param_gather=inp.overlap_param_gather,
         update_bytes_per_param_byte=inp.update_bytes_per_param_byte, hbm_bytes_s=inp.hbm_bytes_s,

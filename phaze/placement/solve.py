@@ -32,7 +32,7 @@ from phaze.placement.inputs import PlacementInput
 from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
 from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, recompute_mode
 from phaze.placement.result import PlacementResult, result_from_cost
-from phaze.placement.stepcomm import replicas_per_node, timeline_arrays
+from phaze.placement.stepcomm import replicas_within, timeline_arrays
 from phaze.placement.timing import pipeline_in_one_node
 
 FRONT_CAPACITY = 64
@@ -121,8 +121,8 @@ class Group:
     replicas: tuple[tuple[int, int, int], ...]
     k_max: int
     pipeline_sizes: tuple[int, ...] = ()
-    """Timeline runs: the pipeline sizes k this run prices (one class of replicas per node and link)."""
-    replicas_in_node: int = 1
+    """Timeline runs: the pipeline sizes k this run prices (one class of replicas per network domain and link)."""
+    replicas_within: tuple[int, ...] = ()
 
 
 def replica_counts(inp: PlacementInput, mbs: int, widths: np.ndarray, ep: int = 1) -> list[tuple[int, int, int]]:
@@ -158,19 +158,19 @@ def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, ep: int = 1) ->
 
 
 def timeline_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, link: bool | None, ep: int = 1) -> list[Group]:
-    """The timeline step: one run per d and per class of pipeline sizes sharing replicas per node
+    """The timeline step: one run per d and per class of pipeline sizes sharing replicas per network domain
     (and, when the links differ, the p2p link kind `link`)."""
     unit = int(np.gcd.reduce(widths))
     node = inp.network.node_size
     groups = []
     for d, m, k_d in replica_counts(inp, mbs, widths, ep):
-        classes: dict[int, list[int]] = {}
+        classes: dict[tuple[int, ...], list[int]] = {}
         for k in range(int(widths.min()), k_d + 1, unit):
             if link is not None and pipeline_in_one_node(k, node) != link:
                 continue
-            classes.setdefault(replicas_per_node(inp.network, d, k), []).append(k)
-        for per_node, ks in classes.items():
-            groups.append(Group(cap=m, replicas=((d, m, k_d),), k_max=max(ks), pipeline_sizes=tuple(ks), replicas_in_node=per_node))
+            classes.setdefault(replicas_within(inp.network, d, k), []).append(k)
+        for within, ks in classes.items():
+            groups.append(Group(cap=m, replicas=((d, m, k_d),), k_max=max(ks), pipeline_sizes=tuple(ks), replicas_within=within))
     return groups
 
 
@@ -237,7 +237,7 @@ def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -
         return NO_TIMELINE
     return timeline_arrays(
         chain.prm, chain.tp, inp.network, zero=config.zero, dp=group.replicas[0][0], cp=int(inp.cp_values[config.vi]),
-        replicas_in_node=group.replicas_in_node, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
+        replicas=group.replicas_within, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
         overlap_grad_reduce=inp.overlap_grad_reduce,
         overlap_param_gather=inp.overlap_param_gather, update_bytes_per_param_byte=inp.update_bytes_per_param_byte,
         hbm_bytes_s=inp.hbm_bytes_s, expert=chain.exp, ep=int(inp.ep_values[config.vi]),
@@ -265,7 +265,7 @@ def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound,
     rep_k = np.array([r[2] // unit for r in group.replicas], np.int64)
     rep_m = np.array([r[1] for r in group.replicas], np.int64)
     mult, transient = _state(inp, config, group)
-    key = (config.vi, config.zero, chain.tp_idx, group.replicas[0][0], group.replicas_in_node)
+    key = (config.vi, config.zero, chain.tp_idx, group.replicas[0][0], group.replicas_within)
     tl = (timelines or {}).get(key)
     if tl is None:
         tl = _timeline(inp, config, chain, group)
@@ -307,10 +307,12 @@ def final_round(inp, fronts, group: Group, link: bool | None, best: float) -> tu
         else:
             allreduce = np.empty(len(k))
             uniq, inverse = np.unique(k, return_inverse=True)
-            members = np.array([inp.network.members_per_node(d, int(kk)) for kk in uniq])[inverse]
-            for u in np.unique(members):
-                rows = members == u
-                allreduce[rows] = inp.network.allreduce_s(tail[rows], d, int(k[rows][0]))
+            by_spread: dict[tuple[int, ...], list[int]] = {}
+            for i, kk in enumerate(uniq):
+                by_spread.setdefault(inp.network.spread(d, int(kk)), []).append(i)
+            for idx in by_spread.values():
+                rows = np.isin(inverse, idx)
+                allreduce[rows] = inp.network.allreduce_s(tail[rows], d, int(uniq[idx[0]]))
             tpb = load * (m + q - 1).astype(np.float64) + allreduce
         a = int(np.argmin(tpb))
         if tpb[a] < best:

@@ -30,37 +30,39 @@ from phaze.cost.network import Network
 from phaze.placement.dp import TL_FIELDS, TL_GB, TL_GF, TL_GH, TL_OPT, TL_RBL, TL_RBM, TL_XB, TL_XBL, TL_XF, TL_XH
 
 
-def replicas_per_node(network: Network, dp: int, devices_per_pipeline: int) -> int:
-    """Data-parallel replicas sharing a node: pipelines of k devices lie side by side, node // k per node."""
-    return int(max(1, min(dp, network.node_size // max(1, devices_per_pipeline))))
+def replicas_within(network: Network, dp: int, devices_per_pipeline: int) -> tuple[int, ...]:
+    """Data-parallel replicas sharing each of the network's domains (a node: node // k pipelines of k devices
+    lie side by side in it)."""
+    return network.spread(dp, devices_per_pipeline)
 
 
-def group_per_node(network: Network, width: int, cp: int, replicas_in_node: int) -> int:
-    """Members of a stage's dp x cp reduction group in one node: its cp ranks there times the replicas there."""
-    return int(max(1, min(cp, network.node_size // max(1, width)))) * replicas_in_node
+def group_within(network: Network, width: int, cp: int, replicas: tuple[int, ...]) -> tuple[int, ...]:
+    """Members of a stage's dp x cp reduction group sharing each domain: its cp ranks there times the replicas there."""
+    return tuple(int(max(1, min(cp, d // max(1, width)))) * r for d, r in zip(network.domains, replicas))
 
 
 def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
-                    replicas_in_node: int, grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
+                    replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
                     update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1) -> np.ndarray:
     """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
-    `expert` are expert weights under expert parallelism `ep`; gradients are `grad_bytes_per_param_byte`
+    `expert` are expert weights under expert parallelism `ep`; `replicas` of the dp share each network domain
+    (`replicas_within`); gradients are `grad_bytes_per_param_byte`
     times their size (fp32 gradients of bf16 weights: 2)."""
     if ep > 1 and expert is not None and np.any(expert):
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
                       hbm_bytes_s=hbm_bytes_s)
-        return (timeline_arrays(prm - expert, widths, network, dp=dp, replicas_in_node=replicas_in_node, **common)
-                + timeline_arrays(expert, widths, network, dp=dp // ep, replicas_in_node=max(1, replicas_in_node // ep), **common))
+        return (timeline_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
+                + timeline_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
     tl = np.zeros((len(TL_FIELDS), n_w, n))
     shards = dp * cp
     for wi in range(n_w):
-        per_node = group_per_node(network, int(widths[wi]), cp, replicas_in_node)
+        within = group_within(network, int(widths[wi]), cp, replicas)
         grads = prm[wi] * grad_bytes_per_param_byte
-        allreduce = np.asarray(network.group_allreduce_s(grads, shards, per_node), dtype=np.float64)
-        scatter = np.asarray(network.group_reduce_scatter_s(grads, shards, per_node), dtype=np.float64)
-        gather = np.asarray(network.group_all_gather_s(prm[wi], shards, per_node), dtype=np.float64)
+        allreduce = np.asarray(network.group_allreduce_s(grads, shards, within), dtype=np.float64)
+        scatter = np.asarray(network.group_reduce_scatter_s(grads, shards, within), dtype=np.float64)
+        gather = np.asarray(network.group_all_gather_s(prm[wi], shards, within), dtype=np.float64)
         step_gather = (TL_GH if overlap_param_gather else TL_XH, gather)
         last_reduce = TL_RBL if overlap_grad_reduce else TL_XBL
         each_reduce = TL_RBM if overlap_grad_reduce else TL_XB

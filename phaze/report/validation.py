@@ -37,7 +37,7 @@ empty when it is there for its memory figure (measured_memory_gib) only."""
 MOE_COLUMNS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "ep")
 """A mixture of experts' architecture, routing assumption and expert-parallel width (empty for a dense run)."""
 OPTIONAL_COLUMNS = ("activation", "dropout", "tie_word_embeddings", "measured_memory_gib", "memory_measure", "ratio_of", "overrides",
-                    "source", "table", "notes") + MOE_COLUMNS
+                    "source", "table", "notes", "precision") + MOE_COLUMNS
 """Columns a runs file may have; empty when absent."""
 FAMILY_BASES = {"gpt2": "gpt2", "llama": "llama2", "starcoder2": "llama2", "opt": "opt", "bert": "bertlarge",
                 "mixtral": "mixtral_8x7b", "qwen2_moe": "qwen_moe_a2.7b", "olmoe": "olmoe_1b_7b"}
@@ -102,6 +102,8 @@ def run_overrides(run: dict) -> list[str]:
         out.append(f"train.capacity_factor={run['capacity_factor']}")
     if run.get("ep"):
         out.append(f"placement.ep={run['ep']}")
+    if run.get("precision"):
+        out.append(f"train.precision={run['precision']}")
     return out + run.get("overrides", "").split()
 
 
@@ -163,6 +165,7 @@ def comparison_table(comparisons: list[Comparison], runs: pd.DataFrame) -> pd.Da
             "tp/pp/dp/cp/vp/ep": f"{r.tp}/{r.pp}/{r.dp}/{r.cp}/{r.vp}/{r.get('ep') or 1}",
             "experts": f"{r.num_experts} top-{r.experts_per_token}" if r.get("num_experts") else "-",
             "rc/sp/zero": f"{r.recompute}/{'sp' if r.sp.lower() == 'true' else '-'}/{r.zero}",
+            "precision": r.get("precision") or "bf16",
             "measured tok/s/GPU": None if math.isnan(c.measured_tokens_s_gpu) else c.measured_tokens_s_gpu,
             "predicted tok/s/GPU": round(c.predicted_tokens_s_gpu, 1),
             "predicted/measured": None if math.isnan(c.ratio) else round(c.ratio, 3), "predicted MFU": round(c.mfu, 3),
@@ -192,7 +195,8 @@ def error_summary(comparisons: list[Comparison]) -> dict:
 
 def ratio_table(comparisons: list[Comparison], runs: pd.DataFrame) -> pd.DataFrame:
     """For each run whose `ratio_of` names another: its iteration time over that run's, measured and predicted
-    (e.g. Korthikanti et al. 2022 Table 5: full recompute over sequence parallelism + selective recompute)."""
+    (Korthikanti et al. 2022 Table 5: full recompute over sequence parallelism + selective recompute; an FP8 run
+    over the same recipe in BF16)."""
     by_id = {c.run_id: c for c in comparisons}
     rows = []
     for _, r in runs.iterrows():

@@ -12,7 +12,7 @@ mixture of experts `num_experts`, `experts_per_token`, `expert_ffn_hidden_size`,
 presets, `gpus`, `gpus_per_node`), the framework as a training preset (`framework`: megatron,
 megatron_lm, deepspeed, fsdp; docs/parallelism.md says which overlaps each assumes), the published
 placement (`tp`, `pp`, `dp`, `cp`, `vp`, `mbs`, `global_batch`, `recompute` none | selective | full,
-`sp`, `zero`, `tp_comm_overlap`, `attention` eager | flash), the measurement
+`sp`, `zero`, `tp_comm_overlap`, `attention` eager | flash; optional `precision` bf16 | fp8), the measurement
 (`measured_tokens_per_s_per_gpu`; optional `measured_memory_gib`, `memory_measure`), optional
 `ratio_of` (another run whose iteration time this one's is compared with), `overrides` (extra Hydra
 overrides, e.g. `hw.hbm_gib=40` for an A100 40GB) and the citation (`source`, `table`, `notes`)."""
@@ -66,7 +66,8 @@ def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs
         lines += ["", "## Paired runs: iteration-time ratios", "",
                   "Korthikanti et al. 2022 Table 5 runs each model with full recompute and with sequence parallelism + "
                   "selective recompute on the same GPUs and batch; the ratio of their iteration times isolates what those "
-                  "two techniques change (target: predicted within 5% of measured).", "",
+                  "two techniques change (target: predicted within 5% of measured). NVIDIA's DGX Cloud recipes run the "
+                  "same placement in BF16 and in FP8: the ratio isolates what FP8 training changes.", "",
                   ratios.to_markdown(index=False)]
     lines += ["", "## The runs file", "", COLUMNS_DOC, ""]
     return "\n".join(lines)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from phaze.compat import compat_of, network_for
 from phaze.config import models_of
 from phaze.cost.network import Network
-from phaze.hardware.space import AXES, TPUV4_LIKE, describe_points, enumerate_space
+from phaze.hardware.space import describe_points, enumerate_space, point_axes, reference_point
 from phaze.cost.chip import COST_COLUMNS
 from phaze.pipeline import LayerLatencies, layer_latencies, load_workloads, placement_input, placer, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
@@ -126,29 +127,40 @@ class ModelEvaluator:
         result, exact = layers.best(place, beat)
         return result, exact, layers.solve_s - before
 
-    def placer(self, point: pd.DataFrame, fixed: bool):
+    def placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None = None):
         """latencies -> the best placement on the point, or the model's expert placement (model.expert)
-        with its best microbatch, recompute and layer variant."""
+        with its best microbatch, recompute and layer variant (only the (mbs, recompute) of `run` when given)."""
         if not fixed:
             return placer(self.cfg, point, self.workloads, self.network)
         expert = self.cfg.model.expert
-        recompute = recompute_options(self.cfg.train.recompute)
+        recompute = recompute_options(self.cfg.train.recompute) if run is None else [run[1]]
         zero = options(self.cfg, "zero")
 
         def place(latencies) -> PlacementResult:
             inp = placement_input(self.cfg, point, self.workloads, self.network, latencies)
             return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=mbs, recompute=rc, sp=sp,
                                        cp=cp, tp_comm_overlap=overlap, zero=z, ep=ep)
-                        for mbs, sp, cp, overlap, ep in inp.variant_list() for rc in recompute for z in zero),
+                        for mbs, sp, cp, overlap, ep in inp.variant_list() if run is None or mbs == run[0]
+                        for rc in recompute for z in zero),
                        key=lambda r: r.throughput_seq_s)
 
         return place
 
 
+def optimum_run(reference: pd.DataFrame, optimum_point: pd.DataFrame, result: PlacementResult | None) -> tuple[pd.DataFrame, tuple | None]:
+    """The reference point with the optimum's HBM capacity, and the optimum's (mbs, recompute): PHAZE loops over
+    (mbs, HBM, recompute) runs and reads the fixed strategy's throughput from the optimum's run (reference/
+    phaze-method.md §1.2, §7). Unchanged (no run) when the optimum found no placement."""
+    if result is None or not result.feasible:
+        return reference, None
+    point = reference.assign(hbm_gib=optimum_point.hbm_gib.iloc[0]) if "hbm_gib" in optimum_point.columns else reference
+    return point, (int(result.strategy.mbs), str(result.strategy.recompute))
+
+
 def point_table(hw) -> pd.DataFrame:
     """The valid points of a hardware space in the search's order (sorted by their axes): a trial's
     `point` parameter is a row index of this table."""
-    return enumerate_space(hw).sort_values(list(AXES)).reset_index(drop=True)
+    return enumerate_space(hw).sort_values(list(point_axes(hw))).reset_index(drop=True)
 
 
 def signature(point: pd.DataFrame) -> tuple:
@@ -169,7 +181,7 @@ class SpaceEvaluator:
         self.points = point_table(cfg.hw)
         if self.points.empty:
             raise ValueError(f"hw={cfg.hw.name}: no point of the space fits the area/power budget")
-        self.network = Network.from_cfg(cfg.cluster)
+        self.network = network_for(cfg)
         if cfg.search.placement not in PLACEMENTS:
             raise ValueError(f"search.placement={cfg.search.placement!r}; allowed: {list(PLACEMENTS)}")
         self.fixed_placement = cfg.search.placement == "expert"
@@ -216,22 +228,26 @@ class SpaceEvaluator:
             ilp_s += solve_s
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact)
 
-    def baseline(self, fixed: bool = True) -> Evaluation:
+    def baseline(self, fixed: bool = True, optimum_index: int | None = None, optimum: Evaluation | None = None) -> Evaluation:
         """The TPUv4-like chip under this space's constants, with each model's expert placement (best mbs,
-        recompute), or with the searched placement (`fixed=False`)."""
+        recompute), or with the searched placement (`fixed=False`). Under compat.baseline_in_optimum_run the
+        expert placement is evaluated in the optimum's run (optimum_index, optimum) instead, as PHAZE's is."""
         start = time.perf_counter()
-        point = describe_points(self.cfg.hw, pd.DataFrame([TPUV4_LIKE]))
+        reference = describe_points(self.cfg.hw, reference_point(self.cfg.hw))
         results, ilp_s = {}, 0.0
         for m in self.models:
+            point, run = reference, None
+            if fixed and compat_of(self.cfg).baseline_in_optimum_run and optimum is not None:
+                point, run = optimum_run(reference, self.point(optimum_index), optimum.results[m.name])
             layers = layer_latencies(m.cfg, point, m.workloads, self.network)
             before = layers.solve_s
-            results[m.name] = layers.best(m.placer(point, fixed))[0]
+            results[m.name] = layers.best(m.placer(point, fixed, run))[0]
             ilp_s += layers.solve_s - before
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
 
     def arch_params(self, index: int) -> dict:
         row = self.points.iloc[index]
-        return {f"hw.{a}": int(row[a]) for a in AXES}
+        return {f"hw.{a}": (row[a] if a == "hbm_generation" else int(row[a])) for a in point_axes(self.cfg.hw)}
 
     def objective_scale(self) -> np.ndarray:
         """Objective per sequence/s of every point: 1, or 1/TDP when search.objective=throughput_per_tdp."""

@@ -23,6 +23,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
+from phaze.compat import compat_of, switches_on
 from phaze.search.claims import PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
@@ -75,6 +76,8 @@ def study_name(cfg) -> str:
     keyed = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("model", "models", "hw", "cluster", "train", "schedule")}
     keyed["objective"] = cfg.search.objective
     keyed["placement"] = cfg.search.placement
+    if switches_on(compat_of(cfg)):
+        keyed["compat"] = OmegaConf.to_container(cfg.compat, resolve=True)
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:8]
     models = "+".join(m.name for m in cfg.models) if cfg.models else cfg.model.name
     placement = "" if cfg.search.placement == "searched" else f"-{cfg.search.placement}"
@@ -346,7 +349,7 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     best_index = best_trial.params[POINT_PARAM] if best_trial else None
     best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
     return StudyOutcome(
-        study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=evaluator.baseline(),
+        study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=evaluator.baseline(optimum_index=best_index, optimum=best),
         n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
         n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
         logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,

@@ -1,0 +1,68 @@
+"""FP8 training (train.precision=fp8): which GEMMs run in FP8, their time on an H100, the bytes FP8 keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phaze.cost import Network, op_latencies
+from phaze.hardware import enumerate_space
+from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.workload.extract import extract_workload
+from phaze.workload.precision import FP8_WEIGHT_CACHE_BYTES_PER_PARAM, fp8_weight_cache_bytes_per_param_byte, with_precision
+from tests.conftest import compose_cfg
+from tests.cost_cases import matmul_op, ops_frame
+
+NET = Network(devices=8, node_size=8, intra_bytes_s=1e11, inter_bytes_s=1e11)
+
+
+def test_an_fp8_gemm_computes_at_twice_the_h100_bf16_rate():
+    points = enumerate_space(compose_cfg("hw=h100").hw)
+    n = 8192  # compute-bound at both rates: 1.1 PFLOP against ~0.2 GB of operands
+    ops = ops_frame([matmul_op(1, n, n, n), matmul_op(1, n, n, n, elem_bytes=1)])
+    ops["fp8"] = [False, True]
+    t = op_latencies(ops, points, NET, tp=1).parallel_s[:, 0]
+    fixed_s = float(points.op_overhead_s[0] + points.matmul_fixed_s[0])
+    assert float(points.fp8_matmul_ratio[0]) == 2.0
+    assert (t[1] - fixed_s) == pytest.approx((t[0] - fixed_s) / 2, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def llama_layers(tmp_path_factory):
+    cfg = compose_cfg("model=llama2")
+    bf16 = extract_workload(cfg.model, 1, 2, (1,), cache_dir=tmp_path_factory.mktemp("wl"))
+    fp8 = with_precision(bf16, "fp8")
+    shard = next(iter(bf16.graphs))
+    return bf16.graphs[shard], fp8.graphs[shard]
+
+
+def test_only_the_layers_linear_gemms_run_in_fp8(llama_layers):
+    bf16, fp8 = llama_layers
+    layer = fp8["layer"]
+    # Llama-2-7B block: q, k, v, o, gate, up, down = 7 linear GEMMs forward; data and weight gradient each backward.
+    assert int(layer.fwd.ops.fp8.sum()) == 7 and int(layer.bwd.ops.fp8.sum()) == 14
+    assert set(layer.fwd.ops.target[layer.fwd.ops.fp8]) == {"mm"}
+    assert not layer.fwd.ops.fp8[layer.fwd.ops.target == "bmm"].any()  # the attention core stays bf16
+    assert fp8["post"] is bf16["post"] and fp8["pre"] is bf16["pre"]  # LM head and embedding stay bf16
+    mm = layer.fwd.ops[layer.fwd.ops.fp8]
+    assert np.allclose(mm.bytes_read, bf16["layer"].fwd.ops[layer.fwd.ops.fp8].bytes_read / 2)  # 1-byte operands
+    assert layer.matmul_flops() == bf16["layer"].matmul_flops()
+
+
+def test_activations_kept_only_for_fp8_gemms_are_kept_in_fp8(llama_layers):
+    bf16, fp8 = llama_layers
+    s, h, ffn = 4096, 4096, 11008
+    # The two RMSNorm outputs (into q/k/v and into gate/up), the attention output (into o) and the SwiGLU
+    # product (into down) are saved as FP8 copies: half of their bf16 bytes. Everything else keeps bf16.
+    shed_bytes = (3 * s * h + s * ffn) * 2 / 2
+    assert bf16["layer"].saved_bytes - fp8["layer"].saved_bytes == shed_bytes
+
+
+def test_fp8_weight_caches_in_the_state_per_parameter():
+    # Adam in bf16: 2 (weight) + 2 (gradient) + 12 (moments and master) + 2 (FP8 weight and transpose) bytes per parameter.
+    cache = fp8_weight_cache_bytes_per_param_byte("fp8", 2)
+    assert cache == FP8_WEIGHT_CACHE_BYTES_PER_PARAM / 2 == 1.0
+    assert state_bytes_per_param_byte("adam", 2, weight_cache_copies=cache) * 2 == 18.0
+    assert fp8_weight_cache_bytes_per_param_byte("bf16", 2) == 0.0
+    # ZeRO-3 shards the caches with the weights.
+    assert state_bytes_per_param_byte("sgd", 2, zero=3, shards=4, weight_cache_copies=cache) == pytest.approx((1 + 1) / 4 + 1 / 4)
