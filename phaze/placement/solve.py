@@ -20,6 +20,8 @@ The optimum is rebuilt as a plan, re-costed from scratch and checked.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 from dataclasses import dataclass, field
 
@@ -128,18 +130,25 @@ class Group:
 def replica_counts(inp: PlacementInput, mbs: int, widths: np.ndarray, ep: int = 1) -> list[tuple[int, int, int]]:
     """Every valid (d, m, K_d): d divides B / mbs, d <= D, ep divides d (expert-parallel groups are formed
     from replicas), and a pipeline of K_d = D // d devices holds a stage."""
-    if inp.global_batch % mbs:
-        return []
-    per = inp.global_batch // mbs
-    t_min, t_max = int(widths.min()), int(widths.max())
+    return list(_replica_counts(int(inp.global_batch), int(inp.devices), int(inp.num_parts), int(mbs),
+                                int(widths.min()), int(widths.max()), int(ep)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _replica_counts(global_batch: int, devices: int, num_parts: int, mbs: int, t_min: int, t_max: int,
+                    ep: int) -> tuple[tuple[int, int, int], ...]:
+    """replica_counts on plain integers, memoised: the search asks for the same few sizes at every point."""
+    if global_batch % mbs:
+        return ()
+    per = global_batch // mbs
     out = []
-    for d in range(1, min(inp.devices, per) + 1):
+    for d in range(1, min(devices, per) + 1):
         if per % d or d % ep:
             continue
-        k_d = min(inp.devices // d, t_max * inp.num_parts)
+        k_d = min(devices // d, t_max * num_parts)
         if k_d >= t_min:
             out.append((d, per // d, k_d))
-    return out
+    return tuple(out)
 
 
 def dp_groups(inp: PlacementInput, mbs: int, widths: np.ndarray, ep: int = 1) -> list[Group]:

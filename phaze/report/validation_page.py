@@ -26,14 +26,24 @@ def framework_table(table: pd.DataFrame) -> pd.DataFrame:
                          "median absolute error": grouped.apply(lambda r: (r - 1).abs().median())}).reset_index()
 
 
-def moe_summary(table: pd.DataFrame) -> str:
-    """A line on the mixture-of-experts runs (issue 13: median absolute error under 15%), or '' when there are none."""
-    moe = table[(table["experts"] != "-")].dropna(subset=["predicted/measured"]) if "experts" in table.columns else table.iloc[:0]
-    if moe.empty:
+def group_summary(rows: pd.DataFrame, label: str, target: str) -> str:
+    """A line on one group of runs (its run families, median and maximum absolute error), or '' when it is empty."""
+    rows = rows.dropna(subset=["predicted/measured"])
+    if rows.empty:
         return ""
-    errors = (moe["predicted/measured"] - 1).abs()
-    return (f"**Mixtures of experts** ({len(moe)} runs: {', '.join(sorted(set(moe['run'].str.rsplit('_', n=1).str[0])))}): median "
-            f"absolute error {errors.median():.1%}, maximum {errors.max():.1%} (target: median under 15%).")
+    errors = (rows["predicted/measured"] - 1).abs()
+    return (f"**{label}** ({len(rows)} runs: {', '.join(sorted(set(rows['run'].str.rsplit('_', n=1).str[0])))}): median "
+            f"absolute error {errors.median():.1%}, maximum {errors.max():.1%}{target}.")
+
+
+def group_summaries(table: pd.DataFrame) -> list[str]:
+    """The lines on the mixture-of-experts runs (issue 13: median under 15%) and the FP8 runs, where there are any."""
+    lines = []
+    if "experts" in table.columns:
+        lines.append(group_summary(table[table["experts"] != "-"], "Mixtures of experts", " (target: median under 15%)"))
+    if "precision" in table.columns:
+        lines.append(group_summary(table[table["precision"] == "fp8"], "FP8 training", ""))
+    return [line for line in lines if line]
 
 
 def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs_name: str, elapsed_s: float) -> str:
@@ -52,9 +62,8 @@ def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs
         f"**Median absolute error: {summary['median_abs_error']:.1%}; maximum: {summary['max_abs_error']:.1%}** "
         f"over {summary['n_runs']} runs (targets: under 7% and 20%).",
     ]
-    moe = moe_summary(table)
-    if moe:
-        lines += ["", moe]
+    for line in group_summaries(table):
+        lines += ["", line]
     by_framework = framework_table(table)
     if len(by_framework):
         lines += ["", "By framework preset (the errors are not spread evenly: see docs/parallelism.md, 'What is not modelled'):", "",
