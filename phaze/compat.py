@@ -44,7 +44,9 @@ def network_for(cfg) -> Network:
         return network
     return dataclasses.replace(network, intra_bytes_s=network.intra_bytes_s * PHAZE_COMPUTE_PER_COMM_UNIT,
                                inter_bytes_s=network.inter_bytes_s * PHAZE_COMPUTE_PER_COMM_UNIT,
-                               latency_s=network.latency_s / PHAZE_COMPUTE_PER_COMM_UNIT)
+                               latency_s=network.latency_s / PHAZE_COMPUTE_PER_COMM_UNIT,
+                               inter_latency_s=network.inter_latency_s / PHAZE_COMPUTE_PER_COMM_UNIT,
+                               launch_latency_s=network.launch_latency_s / PHAZE_COMPUTE_PER_COMM_UNIT)
 
 
 def expert_run_spaces(cfg, inp, space: Space) -> list[Space]:

@@ -25,6 +25,16 @@ def compose_config(*overrides: str):
         return attach_models(compose(config_name="config", overrides=list(overrides)), overrides)
 
 
+def hw_presets() -> list[str]:
+    """The names of the hardware presets and spaces in conf/hw."""
+    return sorted(p.stem for p in (CONF_DIR / "hw").glob("*.yaml"))
+
+
+def preset_hw(name: str):
+    """The hw config of the conf/hw preset `name`, composed with its area and power groups."""
+    return compose_config(f"hw={name}").hw
+
+
 def listed_models(overrides) -> list[str]:
     """The names of a `model=[a,b,...]` override, [] when the model is a single choice.
 

@@ -29,7 +29,7 @@ from phaze.config_values import ConfigError, bools, positive_ints, recompute_opt
 from phaze.workload.attention import ATTENTION_IMPLEMENTATIONS
 from phaze.workload.extract import DTYPES, valid_tp_widths
 from phaze.workload.precision import PRECISIONS
-from phaze.workload.families import ACTIVATIONS, FAMILIES, check_moe, valid_ep
+from phaze.workload.families import ACTIVATIONS, FAMILIES, HEAD_DIM_FAMILIES, check_moe, valid_ep
 
 EXIT_CONFIG = 2
 """Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
@@ -72,8 +72,12 @@ def check_model(m) -> None:
                  "max_position_embeddings", "max_tp"):
         positive_ints(m[name], f"model.{name}")
     _positive(m.word_embed_proj_dim, "model.word_embed_proj_dim", allow_zero=True)
-    if m.hidden_size % m.num_heads:
-        raise ConfigError(f"model.num_heads={m.num_heads}: must divide model.hidden_size={m.hidden_size}")
+    _positive(m.head_dim, "model.head_dim", allow_zero=True)
+    if m.head_dim and m.head_dim * m.num_heads != m.hidden_size and m.family not in HEAD_DIM_FAMILIES:
+        raise ConfigError(f"model.head_dim={m.head_dim}: model.family={m.family!r} takes only hidden_size / num_heads "
+                          f"({m.hidden_size // m.num_heads}) or 0; another width needs one of {list(HEAD_DIM_FAMILIES)}")
+    if not m.head_dim and m.hidden_size % m.num_heads:
+        raise ConfigError(f"model.num_heads={m.num_heads}: must divide model.hidden_size={m.hidden_size} (or set model.head_dim)")
     if m.num_heads % m.num_kv_heads:
         raise ConfigError(f"model.num_kv_heads={m.num_kv_heads}: must divide model.num_heads={m.num_heads}")
     if m.seq_len > m.max_position_embeddings:
@@ -117,12 +121,23 @@ def check_hw(hw) -> None:
     _fraction(hw.area.logic_utilization, "hw.area.logic_utilization")
     for name in ("vc_control_um2", "hbm_controller_um2_per_stack", "serdes_um2_per_lane", "pcie_um2_per_lane"):
         _positive(hw.area[name], f"hw.area.{name}", allow_zero=True)
-    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2", "pj_per_serdes_bit"):
+    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2", "pj_per_serdes_bit",
+                 "pj_per_operand_fetch"):
         _positive(hw.power[name], f"hw.power.{name}", allow_zero=True)
     for name in ("spare_cores", "spare_hbm_stacks", "spare_glb_mib", "interconnect_lanes", "interconnect_gbit_s_per_lane", "pcie_lanes"):
         _positive(hw[name], f"hw.{name}", allow_zero=True)
     if hw.kind == "grid":
         check_budget(hw)
+    if hw.get("baseline") is not None:
+        check_baseline(hw.baseline)
+
+
+def check_baseline(name: str) -> None:
+    """hw.baseline names a point preset of conf/hw (the chip a search's answer is compared with)."""
+    from phaze.config import hw_presets, preset_hw
+
+    points = [p for p in hw_presets() if preset_hw(p).kind == "point"]
+    _choice(name, "hw.baseline", points)
 
 
 def check_hbm(hw) -> bool:
@@ -170,6 +185,9 @@ def check_cluster(c) -> None:
     _positive(c.intra_node_gbps, "cluster.intra_node_gbps")
     _positive(c.inter_node_gbps, "cluster.inter_node_gbps")
     _positive(c.link_latency_s, "cluster.link_latency_s", allow_zero=True)
+    _positive(c.collective_launch_s, "cluster.collective_launch_s", allow_zero=True)
+    if c.inter_node_latency_s is not None:
+        _positive(c.inter_node_latency_s, "cluster.inter_node_latency_s", allow_zero=True)
     _fraction(c.intra_node_efficiency, "cluster.intra_node_efficiency")
     _fraction(c.inter_node_efficiency, "cluster.inter_node_efficiency")
     _choice(c.collective_algorithm, "cluster.collective_algorithm", ALGORITHMS)

@@ -303,16 +303,18 @@ def fixed_plan(cfg) -> dict | None:
                 recompute=recompute_options(cfg.train.recompute)[-1], layers_per_stage=p.get("layers_per_stage"), **one)
 
 
-def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network):
-    """latencies -> the best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp."""
+def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, beat_seq_s: float | None = None):
+    """latencies -> the best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp.
+    With `beat_seq_s` only placements of a higher throughput count: None when there is none (cheaper to show)."""
     fixed = fixed_plan(cfg)
     space = placement_space(cfg)
+    cutoff_s = int(cfg.train.global_batch) / beat_seq_s if beat_seq_s else np.inf
 
     def place(latencies) -> PlacementResult | None:
         inp = placement_input(cfg, point, workloads, network, latencies)
         if fixed is not None:
             return evaluate_fixed(inp, **fixed)
-        found = [r for r in (optimize(inp, space=s) for s in expert_run_spaces(cfg, inp, space)) if r is not None]
+        found = [r for r in (optimize(inp, space=s, cutoff_s=cutoff_s) for s in expert_run_spaces(cfg, inp, space)) if r is not None]
         return max(found, key=lambda r: r.throughput_seq_s, default=None)
 
     return place

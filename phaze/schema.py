@@ -33,6 +33,9 @@ class ModelCfg:
     hidden_size: int = MISSING
     num_heads: int = MISSING
     num_kv_heads: int = MISSING
+    # Width of one attention head; 0: hidden_size / num_heads. Another width (PaLM, Gemma) needs a family that
+    # takes it (phaze.workload.families.HEAD_DIM_FAMILIES).
+    head_dim: int = 0
     ffn_hidden_size: int = MISSING
     vocab_size: int = MISSING
     seq_len: int = MISSING
@@ -116,6 +119,9 @@ class PowerCfg:
     leakage_w_per_mm2: float = MISSING
     # Energy of one bit over a chip-to-chip SerDes lane (transmitter and receiver).
     pj_per_serdes_bit: float = 0.0
+    # Energy of delivering one operand to a tensor-core array's edge (buffer or register read, the wires to the array,
+    # its clocking): an R x C array takes R + C operands a cycle for R x C MACs, (1/R + 1/C) deliveries per MAC.
+    pj_per_operand_fetch: float = 0.0
 
 
 @dataclass
@@ -153,6 +159,9 @@ class HwCfg:
     # PHAZE exempts single-tensor-core and single-vector-core points from the lower area bound.
     area_min_exempt_single_core: bool = True
     power_budget_w: Optional[float] = None
+    # The chip a search's answer is compared with: a point preset of conf/hw (e.g. tpuv4_modern, h100), evaluated
+    # under its own constants; null: the TPUv4-like reference point under this space's constants (PHAZE's baseline).
+    baseline: Optional[str] = None
     # What the die holds beyond the enabled chip, for yield (area and leakage only): tensor and vector cores each,
     # HBM PHY sites without a stack, global-buffer MiB.
     spare_cores: int = 0
@@ -200,7 +209,11 @@ class ClusterCfg:
     # Achievable fraction of each link rate for large collectives (NCCL's bus bandwidth over the line rate), in (0, 1].
     intra_node_efficiency: float = 1.0
     inter_node_efficiency: float = 1.0
+    # Latency per collective step inside a node (or on a torus), per step across nodes (null: the same), and per
+    # collective or send/receive call (NCCL's cost model: a base latency per call plus one per ring step by link type).
     link_latency_s: float = 0.0
+    inter_node_latency_s: Optional[float] = None
+    collective_launch_s: float = 0.0
     # Collective algorithm: ring | tree (double binary tree) | best (the faster of the two per call).
     collective_algorithm: str = "ring"
     # A torus of these dimensions (x fastest, product = devices) instead of nodes; both link rates are then one link's.

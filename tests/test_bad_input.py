@@ -103,6 +103,13 @@ CASES = [
     (["hw=modern_grid", "hw.hbm_generation=[hbm4]"], "hw.hbm_generation", "hbm2e, hbm3, hbm3e"),
     (["hw=modern_grid", "hw.hbm_stacks=[0,4]"], "hw.hbm_stacks", "positive"),
     (["hw=modern_grid", "hw.hbm_stacks=[-1]"], "hw.hbm_stacks", "positive"),
+    # The realistic world's baseline chip, head widths and NCCL latencies (issue 14)
+    (["hw=modern_grid", "hw.baseline=tpu9"], "hw.baseline", "tpuv4_modern"),
+    (["hw=modern_grid", "hw.baseline=modern_grid"], "hw.baseline", "h100"),
+    (["model.head_dim=96"], "model.head_dim", "starcoder2"),
+    (["model.head_dim=-8"], "model.head_dim", ">= 0"),
+    (["cluster=dgx_h100", "cluster.collective_launch_s=-1e-6"], "cluster.collective_launch_s", ">= 0"),
+    (["cluster=dgx_h100", "cluster.inter_node_latency_s=-1e-6"], "cluster.inter_node_latency_s", ">= 0"),
 ]
 
 

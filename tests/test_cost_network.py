@@ -50,27 +50,50 @@ def test_tree_and_best_algorithms():
         flat(algorithm="butterfly")
 
 
+NCCL_CALL_S, NVLINK_STEP_S, NET_STEP_S = 8.4e-6, 3.4e-6, 14e-6
+"""NCCL's latency model for large ring collectives (src/graph/tuning.cc: baseLat and hwLat, Simple protocol), as the
+DGX and NVL72 presets carry it."""
+
+
 def test_hierarchical_allreduce_by_hand():
     net = Network.from_cfg(compose_cfg("cluster=dgx_a100").cluster)
     nvlink, ib = 300e9 * 0.767, 25e9 * 0.96  # line rates at NCCL's bus-bandwidth efficiency (conf/cluster/dgx_a100.yaml)
     assert (net.node_size, net.intra_bytes_s, net.inter_bytes_s) == (8, pytest.approx(nvlink), pytest.approx(ib))
     nbytes = 8e9
-    # 32 GPUs = 4 nodes of 8: intra ring 2*7/8*B over NVLink, then the B/8 shard across 4 nodes over IB.
-    expected = 2 * 7 / 8 * nbytes / nvlink + 2 * 3 / 4 * (nbytes / 8) / ib
+    # 32 GPUs = 4 nodes of 8: intra ring reduce-scatter and all-gather (2 x 7 NVLink steps, 2*7/8*B), and between them
+    # the B/8 shard all-reduced across 4 nodes over IB (2 x 3 network steps); one call.
+    expected = 2 * 7 / 8 * nbytes / nvlink + 2 * 3 / 4 * (nbytes / 8) / ib + 14 * NVLINK_STEP_S + 6 * NET_STEP_S + NCCL_CALL_S
     assert net.allreduce_s(nbytes, 32) == pytest.approx(expected, rel=1e-12)
     # Inside one node only NVLink is used.
-    assert net.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / nvlink, rel=1e-12)
+    assert net.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / nvlink + 14 * NVLINK_STEP_S + NCCL_CALL_S, rel=1e-12)
     # Members 8 apart sit on different nodes: a flat ring over InfiniBand.
-    assert net.allreduce_s(nbytes, 4, stride=8) == pytest.approx(2 * 3 / 4 * nbytes / ib, rel=1e-12)
-    # The hierarchical reduce-scatter is half of it.
-    assert net.reduce_scatter_s(nbytes, 32) == pytest.approx(expected / 2, rel=1e-12)
+    assert net.allreduce_s(nbytes, 4, stride=8) == pytest.approx(2 * 3 / 4 * nbytes / ib + 6 * NET_STEP_S + NCCL_CALL_S, rel=1e-12)
+    # The hierarchical reduce-scatter is half of it, steps and all, in one call.
+    assert net.reduce_scatter_s(nbytes, 32) == pytest.approx((expected - NCCL_CALL_S) / 2 + NCCL_CALL_S, rel=1e-12)
+
+
+def test_nccl_latency_dominates_small_collectives():
+    """A 64 KiB TP all-reduce inside a DGX H100 is latency: 8.4 us + 14 NVLink steps of 3.4 us = 56 us, not the
+    0.3 us its bytes take; at 1 GiB the latency is under 2% of the time."""
+    net = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
+    nvlink4 = 450e9 * 0.822
+    small = net.allreduce_s(65536.0, 8)
+    assert small == pytest.approx(2 * 7 / 8 * 65536 / nvlink4 + 14 * NVLINK_STEP_S + NCCL_CALL_S, rel=1e-12)
+    assert small > 100 * 2 * 7 / 8 * 65536 / nvlink4
+    big = net.allreduce_s(2.0**30, 8)
+    assert (14 * NVLINK_STEP_S + NCCL_CALL_S) / big < 0.02
+    # An all-to-all over 16 GPUs of 2 nodes: 7 peers in the node (NVLink steps) and 8 in the other (network steps).
+    assert net.all_to_all_s(0.0, 16) == pytest.approx(7 * NVLINK_STEP_S + 8 * NET_STEP_S + NCCL_CALL_S, rel=1e-12)
+    # PHAZE's flat 4 GiB/s network has none of it.
+    phaze = Network.from_cfg(compose_cfg("cluster=phaze_1024").cluster)
+    assert phaze.allreduce_s(0.0, 1024) == 0.0 and phaze.p2p_s(0.0, same_node=False) == 0.0
 
 
 def test_dgx_h100_rates_and_p2p():
     net = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
-    # NCCL's 370 GB/s of the 450 GB/s NVLink line rate, 47 of NDR's 50 GB/s
-    assert net.p2p_s(9e9, same_node=True) == pytest.approx(9e9 / (450e9 * 0.822))
-    assert net.p2p_s(9e9, same_node=False) == pytest.approx(9e9 / (50e9 * 0.94))
+    # NCCL's 370 GB/s of the 450 GB/s NVLink line rate, 47 of NDR's 50 GB/s, plus a call and a step of its link
+    assert net.p2p_s(9e9, same_node=True) == pytest.approx(9e9 / (450e9 * 0.822) + NVLINK_STEP_S + NCCL_CALL_S)
+    assert net.p2p_s(9e9, same_node=False) == pytest.approx(9e9 / (50e9 * 0.94) + NET_STEP_S + NCCL_CALL_S)
 
 
 def test_arrays_broadcast():
@@ -106,14 +129,15 @@ def test_tensor_parallel_group_inside_and_across_an_nvlink_domain():
     nbytes = 1e9
     h100 = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
     nvlink4, ndr = 450e9 * 0.822, 50e9 * 0.94
-    assert h100.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4, rel=1e-12)
+    assert h100.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4 + 14 * NVLINK_STEP_S + NCCL_CALL_S, rel=1e-12)
     # TP 16 spans two DGX nodes: NVLink ring, then the 1/8 shard across the 2 nodes over InfiniBand.
-    assert h100.allreduce_s(nbytes, 16) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4 + 2 * 1 / 2 * (nbytes / 8) / ndr, rel=1e-12)
+    assert h100.allreduce_s(nbytes, 16) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4 + 2 * 1 / 2 * (nbytes / 8) / ndr
+                                                         + 14 * NVLINK_STEP_S + 2 * NET_STEP_S + NCCL_CALL_S, rel=1e-12)
     nvl72 = Network.from_cfg(compose_cfg("cluster=gb200_nvl72").cluster)
     nvlink5 = 900e9 * 0.927
     assert (nvl72.devices, nvl72.node_size, nvl72.domains) == (1152, 72, (72,))
     # The same TP 16 stays inside one NVL72 rack: one NVLink ring.
-    assert nvl72.allreduce_s(nbytes, 16) == pytest.approx(2 * 15 / 16 * nbytes / nvlink5, rel=1e-12)
+    assert nvl72.allreduce_s(nbytes, 16) == pytest.approx(2 * 15 / 16 * nbytes / nvlink5 + 30 * NVLINK_STEP_S + NCCL_CALL_S, rel=1e-12)
     assert nvl72.allreduce_s(nbytes, 16) < h100.allreduce_s(nbytes, 16) / 3
 
 

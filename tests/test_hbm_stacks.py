@@ -50,6 +50,8 @@ def test_a_modern_grid_point_takes_capacity_bandwidth_area_and_power_from_its_st
     assert area["hbm_controller"][0] == pytest.approx(6 * 3.9996e6 / 0.7)  # 552.743 M transistors at 138.2 MTr/mm^2, 70% utilization
     assert power["hbm"][0] == pytest.approx(6 * 819.2e9 * 8 * 3.9 * (1.1 / 1.2) ** 2 * 1e-12)
     assert power["serdes"] == pytest.approx(36 * 100e9 * 2 * 1.1e-12)  # 36 lanes per direction at 100 Gb/s, 1.1 pJ/bit
+    macs_per_s = 32 * 128 * 128 * 1.5e9
+    assert power["operands"][0] == pytest.approx(macs_per_s * (1 / 128 + 1 / 128) * 15.2e-12)  # 256 operands per 128 x 128 MACs
     more = describe_points(hw, axes.assign(hbm_stacks=8))
     assert more["area_mm2"].iloc[0] - row["area_mm2"].iloc[0] == pytest.approx(2 * (10.45 + 3.9996 / 0.7))
 
@@ -71,10 +73,10 @@ def test_preset_die_area_is_within_20_percent_of_the_published_die(name):
     assert abs(point(name)["area_mm2"] / die_mm2 - 1) <= TOLERANCE
 
 
-@pytest.mark.xfail(strict=True, reason="the TDP model's dynamic energies are Horowitz's 45 nm energies under C*V^2 scaling, "
-                                       "a lower bound: computed TDPs are 34% to 63% below the published ones (docs/hardware.md §5)")
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_preset_tdp_is_within_20_percent_of_the_published_tdp(name):
+    """The A100's TDP sets the one fitted constant (pj_per_operand_fetch, conf/hw/power/modern_7nm.yaml); the TPUv4
+    and the H100 are held out."""
     _, tdp_w, _ = PUBLISHED[name]
     assert abs(point(name)["tdp_w"] / tdp_w - 1) <= TOLERANCE
 
@@ -82,8 +84,10 @@ def test_preset_tdp_is_within_20_percent_of_the_published_tdp(name):
 def test_phaze_reference_chip_is_unchanged_and_the_modern_tpuv4_has_its_rates():
     phaze, modern = point("tpuv4"), point("tpuv4_modern")
     assert phaze["area_mm2"] == pytest.approx(278.8267, abs=5e-5)  # PHAZE's 278,826,676.31 um^2
-    for column in ("peak_matmul_flops", "peak_vector_flops", "hbm_gib", "hbm_gbps", "glb_gbps", "glb_mib"):
+    for column in ("peak_matmul_flops", "hbm_gib", "hbm_gbps", "glb_gbps", "glb_mib"):
         assert modern[column] == phaze[column], column
+    # The real vector units: 2 TensorCores x 8 sublanes x 128 lanes, 8x PHAZE's 2 x 128.
+    assert modern["peak_vector_flops"] == 8 * phaze["peak_vector_flops"]
     assert modern["hbm_stacks"] == 4 and modern["hbm_generation"] == "hbm2"
 
 

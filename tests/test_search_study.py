@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 
 from phaze.config import compose_config
+from phaze.cost.chip import COST_COLUMNS
+from phaze.hardware import enumerate_space
+from phaze.pipeline import evaluate_point
+from phaze.report.study import final_table
 from phaze.search import run_study, trials_frame
+from phaze.search.bounds import latencies_at
+from phaze.search.evaluator import MORE_IS_FASTER
 from phaze.search.study import tracker_for
 
 pytestmark = pytest.mark.slow
@@ -140,3 +146,51 @@ def test_one_point_space_runs_one_trial(base, tmp_path, sampler):
     out = study(base, "hw=a100", f"search={sampler}", f"search.storage=sqlite:///{tmp_path / 'studies.db'}")
     assert len(out.evaluator) == 1
     assert [t.state for t in out.study.get_trials(deepcopy=False)] == [optuna.trial.TrialState.COMPLETE]
+
+
+def test_a_point_with_more_of_every_faster_column_bounds_the_other(base, exhaustive):
+    """MORE_IS_FASTER: on every pair of tiny_grid points that agree in the other cost columns, the point with at least
+    the other's vector cores, buffer and HBM has at least its placement bound and its exhaustive value, so a bound
+    found on one may dismiss the other."""
+    ev = study(base, "search=grid", "search.prune=false").evaluator
+    model = ev.models[0]
+    points = ev.points
+    same = [c for c in COST_COLUMNS if c in points.columns and c not in MORE_IS_FASTER]
+    bound = np.array([model._bound(ev.point(i), latencies_at(model.lower_bounds, i), False, None)[0] for i in range(len(ev))])
+    values = exhaustive.sort_index().to_numpy()
+    pairs = 0
+    for _, group in points.groupby(same):
+        more = group[list(MORE_IS_FASTER)].to_numpy()
+        for a, ia in enumerate(group.index):
+            for b, ib in enumerate(group.index):
+                if a != b and np.all(more[a] >= more[b]):
+                    pairs += 1
+                    assert bound[ib] <= bound[ia] * (1 + 1e-12) and values[ib] <= values[ia] * (1 + 1e-12)
+    assert pairs > 20
+
+
+def test_a_cutoff_only_skips_plans_that_cannot_beat_it(base):
+    """optimize(cutoff_s=...) returns the unrestricted optimum when it beats the cutoff and nothing otherwise."""
+    ev = study(base, "search=grid", "search.prune=false").evaluator
+    model = ev.models[0]
+    for i in (0, len(ev) // 2, len(ev) - 1):
+        point, bounds = ev.point(i), latencies_at(model.lower_bounds, i)
+        best = model.placer(point, False)(bounds)
+        assert best is not None
+        above = model.placer(point, False, beat=best.throughput_seq_s * 0.999)(bounds)
+        assert above.time_per_batch_s == pytest.approx(best.time_per_batch_s, rel=1e-12)
+        assert model.placer(point, False, beat=best.throughput_seq_s * 1.001)(bounds) is None
+
+
+def test_a_preset_baseline_is_the_preset_evaluated_alone(base):
+    """hw.baseline=tpuv4_modern: the study's baseline rows are that chip on this cluster with the expert placement
+    and with its searched one, exactly as phaze.pipeline.evaluate_point gives them on the preset itself."""
+    expert = ["model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1"]
+    out = study(base, *expert, "hw.baseline=tpuv4_modern")
+    searched = evaluate_point(compose_config(*base, *expert, "hw=tpuv4_modern"), enumerate_space(compose_config("hw=tpuv4_modern").hw))
+    assert out.baseline_searched.result.throughput_seq_s == pytest.approx(searched.throughput_seq_s, rel=1e-12)
+    assert out.baseline.result.throughput_seq_s <= searched.throughput_seq_s * (1 + 1e-12)
+    assert (out.baseline.result.strategy.dp, out.baseline.result.strategy.pp) == (8, 2)
+    assert out.speedup_searched == pytest.approx(out.best.throughput_seq_s / searched.throughput_seq_s, rel=1e-12)
+    table = final_table(out)
+    assert list(table.design) == ["searched", "tpuv4_modern + expert placement", "tpuv4_modern + searched placement"]

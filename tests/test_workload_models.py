@@ -26,3 +26,18 @@ def test_llama2_exact_parameter_count():
     # 32 layers x (4 h^2 + 3 h f + 2 h) + 2 V h + h, with h=4096, f=11008, V=32000 (untied head)
     h, f, v, n = 4096, 11008, 32000, 32
     assert count_params(compose_cfg("model=llama2").model)[0] == n * (4 * h * h + 3 * h * f + 2 * h) + 2 * v * h + h
+
+
+def test_a_head_width_apart_from_the_hidden_size():
+    """model.head_dim: MaxText's 2023 52B (TPU v4 validation) has 32 heads of 256 (8192 wide) in a 12288-wide stream;
+    as a Starcoder2 block (biases, LayerNorm, non-gated MLP) that is 52.35 B parameters, counted by hand."""
+    h, heads, d, f, n, v = 12288, 32, 256, 49152, 32, 32768
+    cfg = compose_cfg("model=llama2", "model.family=starcoder2", "model.activation=relu", "model.tie_word_embeddings=false",
+                      f"model.hidden_size={h}", f"model.num_heads={heads}", f"model.num_kv_heads={heads}", f"model.head_dim={d}",
+                      f"model.ffn_hidden_size={f}", f"model.num_layers={n}", f"model.vocab_size={v}", "model.seq_len=2048",
+                      "model.max_position_embeddings=2048", "model.published_params=0").model
+    attention = 4 * h * heads * d + 3 * heads * d + h  # q, k, v, o and their biases
+    mlp = 2 * h * f + f + h
+    layer = attention + mlp + 2 * 2 * h  # two LayerNorms
+    assert count_params(cfg)[0] == n * layer + 2 * v * h + 2 * h
+    assert count_params(cfg)[0] / 1e9 == pytest.approx(52.35, abs=0.005)

@@ -5,7 +5,9 @@ Ring algorithms (Patarasuk & Yuan 2009; NCCL's ring): an all-reduce of B bytes o
 steps. Tree (NCCL's double binary tree, Sanders et al. 2009): an all-reduce moves 2B per device in
 2*ceil(log2 n) steps. On a hierarchy the all-reduce is a ring reduce-scatter inside the node, an
 all-reduce of the 1/k shard across nodes (k parallel groups, one per local rank; ring or tree), then
-a ring all-gather inside the node. Each step pays `link_latency_s`.
+a ring all-gather inside the node. Each step pays its level's latency (inside a node or on a torus
+`latency_s`, across nodes `inter_latency_s`) and each collective or send its launch (`launch_latency_s`):
+NCCL's own cost model (src/graph/tuning.cc: a base latency per call plus one per ring step, by link type).
 All-to-all (an MoE layer's dispatch and combine): each of the n devices sends 1/n of its B bytes to
 every other member (Thakur, Rabenseifner & Gropp 2005, pairwise exchange, n - 1 steps). NCCL posts all
 the sends at once (grouped ncclSend / ncclRecv), so the shares to peers in the node (over the node's
@@ -55,12 +57,18 @@ class Network:
     latency_s: float = 0.0
     algorithm: str = "ring"
     torus_dims: tuple[int, ...] = ()
+    inter_latency_s: float | None = None
+    """Per step across nodes; None: `latency_s`."""
+    launch_latency_s: float = 0.0
+    """Once per collective or point-to-point transfer."""
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"cluster.collective_algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        if min(self.intra_bytes_s, self.inter_bytes_s) <= 0 or self.latency_s < 0:
-            raise ValueError("link bandwidths must be positive and the link latency non-negative")
+        if self.inter_latency_s is None:
+            object.__setattr__(self, "inter_latency_s", self.latency_s)
+        if min(self.intra_bytes_s, self.inter_bytes_s) <= 0 or min(self.latency_s, self.inter_latency_s, self.launch_latency_s) < 0:
+            raise ValueError("link bandwidths must be positive and the latencies non-negative")
         if self.torus_dims and (math.prod(self.torus_dims) != self.devices or min(self.torus_dims) < 1):
             raise ValueError(f"cluster.torus_dims {list(self.torus_dims)} must be positive with product cluster.devices={self.devices}")
 
@@ -80,6 +88,8 @@ class Network:
             latency_s=float(cluster.link_latency_s),
             algorithm=str(getattr(cluster, "collective_algorithm", "ring")),
             torus_dims=torus,
+            inter_latency_s=None if cluster.get("inter_node_latency_s") is None else float(cluster.inter_node_latency_s),
+            launch_latency_s=float(cluster.get("collective_launch_s", 0.0)),
         )
 
     @property
@@ -93,9 +103,9 @@ class Network:
         """How many of a group's n members, `stride` devices apart, share each of `domains`."""
         return tuple(int(max(1, min(n, d // max(1, stride)))) for d in self.domains)
 
-    def _levels(self, n: int, within) -> list[tuple[int, float]]:
-        """(members, bytes/s) of each level the group spans, innermost first: `within` members share each
-        domain (an int: per node), the rest spread over the whole network."""
+    def _levels(self, n: int, within) -> list[tuple[int, float, float]]:
+        """(members, bytes/s, latency per step) of each level the group spans, innermost first: `within` members
+        share each domain (an int: per node), the rest spread over the whole network."""
         within = (within,) if np.ndim(within) == 0 else tuple(within)
         counts, below = [], 1
         for inside in within[: len(self.domains)]:
@@ -105,23 +115,27 @@ class Network:
         counts.append(math.ceil(n / below))
         if self.torus_dims:
             rates = [self.intra_bytes_s * (TORUS_RING_DIRECTIONS if c == dim > 2 else 1) for c, dim in zip(counts, self.torus_dims)]
+            latencies = [self.latency_s] * len(counts)
         else:
             rates = [self.intra_bytes_s, self.inter_bytes_s][: len(counts)]
-        return [(c, r) for c, r in zip(counts, rates) if c > 1]
+            latencies = [self.latency_s, self.inter_latency_s][: len(counts)]
+        return [(c, r, lat) for c, r, lat in zip(counts, rates, latencies) if c > 1]
 
-    def _ring_allreduce(self, nbytes, n: int, bytes_s: float):
-        return 2.0 * (n - 1) / n * nbytes / bytes_s + 2 * (n - 1) * self.latency_s
+    @staticmethod
+    def _ring_allreduce(nbytes, n: int, bytes_s: float, step_s: float):
+        return 2.0 * (n - 1) / n * nbytes / bytes_s + 2 * (n - 1) * step_s
 
-    def _tree_allreduce(self, nbytes, n: int, bytes_s: float):
-        return 2.0 * nbytes / bytes_s + 2 * math.ceil(math.log2(n)) * self.latency_s
+    @staticmethod
+    def _tree_allreduce(nbytes, n: int, bytes_s: float, step_s: float):
+        return 2.0 * nbytes / bytes_s + 2 * math.ceil(math.log2(n)) * step_s
 
-    def _level_allreduce(self, nbytes, n: int, bytes_s: float):
-        """All-reduce among n peers on links of `bytes_s`, by the configured algorithm."""
+    def _level_allreduce(self, nbytes, n: int, bytes_s: float, step_s: float):
+        """All-reduce among n peers on links of `bytes_s` and `step_s` per step, by the configured algorithm."""
         if self.algorithm == "ring":
-            return self._ring_allreduce(nbytes, n, bytes_s)
+            return self._ring_allreduce(nbytes, n, bytes_s, step_s)
         if self.algorithm == "tree":
-            return self._tree_allreduce(nbytes, n, bytes_s)
-        return np.minimum(self._ring_allreduce(nbytes, n, bytes_s), self._tree_allreduce(nbytes, n, bytes_s))
+            return self._tree_allreduce(nbytes, n, bytes_s, step_s)
+        return np.minimum(self._ring_allreduce(nbytes, n, bytes_s, step_s), self._tree_allreduce(nbytes, n, bytes_s, step_s))
 
     def allreduce_s(self, nbytes, n: int, stride: int = 1):
         """All-reduce time of `nbytes` (scalar or array) over n devices `stride` apart."""
@@ -135,10 +149,11 @@ class Network:
         if n <= 1:
             return _out(t)
         levels = self._levels(n, within)
-        for i, (c, rate) in enumerate(levels):
-            t = t + (self._level_allreduce(nbytes, c, rate) if i == len(levels) - 1 else self._ring_allreduce(nbytes, c, rate))
+        for i, (c, rate, step_s) in enumerate(levels):
+            level = self._level_allreduce if i == len(levels) - 1 else self._ring_allreduce
+            t = t + level(nbytes, c, rate, step_s)
             nbytes = nbytes / c
-        return _out(t)
+        return _out(t + self.launch_latency_s)
 
     def reduce_scatter_s(self, nbytes, n: int, stride: int = 1):
         """Ring reduce-scatter (or all-gather: same traffic) of `nbytes` over n devices: half a ring all-reduce."""
@@ -150,27 +165,29 @@ class Network:
         t = np.zeros_like(nbytes)
         if n <= 1:
             return _out(t)
-        for c, rate in self._levels(n, within):
-            t = t + (c - 1) / c * nbytes / rate + (c - 1) * self.latency_s
+        for c, rate, step_s in self._levels(n, within):
+            t = t + (c - 1) / c * nbytes / rate + (c - 1) * step_s
             nbytes = nbytes / c
-        return _out(t)
+        return _out(t + self.launch_latency_s)
 
     all_gather_s = reduce_scatter_s
     group_all_gather_s = group_reduce_scatter_s
 
     def all_to_all_s(self, nbytes, n: int, stride: int = 1):
         """All-to-all of `nbytes` per device (what each sends, its own share included) over n devices `stride`
-        apart: the share for the peers first met at each level crosses that level's links, all at once."""
+        apart: the share for the peers first met at each level crosses that level's links, all at once; each
+        of the n - 1 exchanges pays its peer's level latency."""
         nbytes = np.asarray(nbytes, dtype=np.float64)
         if n <= 1:
             return _out(np.zeros_like(nbytes))
-        t, below = np.zeros_like(nbytes), 1
-        for c, rate in self._levels(n, self.spread(n, stride)):
+        t, below, steps_s = np.zeros_like(nbytes), 1, 0.0
+        for c, rate, step_s in self._levels(n, self.spread(n, stride)):
             t = np.maximum(t, (below * c - below) / n * nbytes / rate)
+            steps_s += (below * c - below) * step_s
             below *= c
-        return _out(t + (n - 1) * self.latency_s)
+        return _out(t + steps_s + self.launch_latency_s)
 
     def p2p_s(self, nbytes, same_node: bool):
         """Send/receive of `nbytes` between two chips, inside a node or across nodes (on a torus: one link)."""
-        bw = self.intra_bytes_s if same_node else self.inter_bytes_s
-        return _out(np.asarray(nbytes, dtype=np.float64) / bw + self.latency_s)
+        bw, step_s = (self.intra_bytes_s, self.latency_s) if same_node else (self.inter_bytes_s, self.inter_latency_s)
+        return _out(np.asarray(nbytes, dtype=np.float64) / bw + step_s + self.launch_latency_s)

@@ -11,14 +11,21 @@ import numpy as np
 PJ = 1e-12
 
 
+def operand_fetches_per_mac(tc_rows, tc_cols):
+    """Operands an R x C array takes per MAC: R + C a cycle for R x C MACs."""
+    return 1.0 / np.asarray(tc_rows, dtype=float) + 1.0 / np.asarray(tc_cols, dtype=float)
+
+
 def tdp_components_w(power, mac_per_s, vector_ops_per_s, glb_bytes_per_s, hbm_bytes_per_s, area_mm2,
-                     hbm_pj_per_byte=None, serdes_bits_per_s=0.0) -> dict:
+                     hbm_pj_per_byte=None, serdes_bits_per_s=0.0, operand_fetches_per_s=0.0) -> dict:
     """Per-component power (W) at peak rates under the power config `power` (a PowerCfg). HBM energy is
     `hbm_pj_per_byte` per point when given (the stack model's generation), else `power.pj_per_hbm_byte`;
-    `serdes_bits_per_s` is the off-chip links' traffic, both directions."""
+    `serdes_bits_per_s` is the off-chip links' traffic, both directions; `operand_fetches_per_s` the operands
+    the tensor-core arrays take at their peak (operand_fetches_per_mac x MACs per second)."""
     hbm_pj = power.pj_per_hbm_byte if hbm_pj_per_byte is None else np.asarray(hbm_pj_per_byte, dtype=float)
     return {
         "macs": power.pj_per_mac * PJ * np.asarray(mac_per_s, dtype=float),
+        "operands": power.get("pj_per_operand_fetch", 0.0) * PJ * np.asarray(operand_fetches_per_s, dtype=float),
         "vector": power.pj_per_vector_op * PJ * np.asarray(vector_ops_per_s, dtype=float),
         "glb": power.pj_per_glb_byte * PJ * np.asarray(glb_bytes_per_s, dtype=float),
         "hbm": hbm_pj * PJ * np.asarray(hbm_bytes_per_s, dtype=float),

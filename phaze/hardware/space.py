@@ -14,7 +14,7 @@ import pandas as pd
 from phaze.hardware.area import UM2_PER_MM2, area_components_um2, stacks_for_capacity
 from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import generation, stack_columns
-from phaze.hardware.power import tdp_components_w
+from phaze.hardware.power import operand_fetches_per_mac, tdp_components_w
 from phaze.hardware.rates import GB, GBIT, FLOPS_PER_MAC, core_buffer_kib, peak_matmul_flops, peak_vector_ops
 
 AXES = ("n_tc", "tc_rows", "tc_cols", "n_vc", "vc_width", "glb_mib", "hbm_gib")
@@ -128,9 +128,11 @@ def point_components(hw, frame: pd.DataFrame) -> tuple[dict, dict]:
         interconnect_lanes=hw.interconnect_lanes, pcie_lanes=hw.pcie_lanes,
     )
     area_mm2 = sum(area.values()) / UM2_PER_MM2
+    mac_per_s = frame["peak_matmul_flops"].to_numpy() / FLOPS_PER_MAC
     power = tdp_components_w(
         hw.power,
-        mac_per_s=frame["peak_matmul_flops"].to_numpy() / FLOPS_PER_MAC,
+        mac_per_s=mac_per_s,
+        operand_fetches_per_s=mac_per_s * operand_fetches_per_mac(frame["tc_rows"].to_numpy(), frame["tc_cols"].to_numpy()),
         vector_ops_per_s=frame["peak_vector_flops"].to_numpy(),
         glb_bytes_per_s=frame["glb_gbps"].to_numpy() * GB,
         hbm_bytes_per_s=frame["hbm_gbps"].to_numpy() * GB,

@@ -346,9 +346,9 @@ def _run_bound(work_s: float, group: Group) -> float:
     return min(m * work_s / k_d for _, m, k_d in group.replicas)
 
 
-def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | None:
+def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf) -> Candidate | None:
     """Every kernel run of these configurations and width sets, cheapest lower bound first, until
-    no run's bound beats the best plan."""
+    no run's bound beats the best plan (or, before one is found, `cutoff_s`)."""
     front_cap = FRONT_CAPACITY
     runs, chains, groups, timelines = [], {}, {}, {}
     for config in configs:
@@ -368,7 +368,7 @@ def _search(inp, configs, width_sets, best: Candidate | None) -> Candidate | Non
                 runs.extend((_run_bound(work, group), len(runs), config, chain, link, group) for group in groups[shape])
     runs.sort(key=lambda r: r[:2])
     for lower, _, config, chain, link, group in runs:
-        bound = best.time_per_batch_s if best else np.inf
+        bound = best.time_per_batch_s if best else cutoff_s
         if lower >= bound:
             break
         k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
@@ -400,7 +400,8 @@ def _weights_overflow(inp: PlacementInput, config: Config, chain: Chain, chunks,
     return _busiest_rank(weights, chunks, pp) * inp.state_mult(config.zero, shards) > inp.hbm_bytes
 
 
-def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None) -> Candidate | None:
+def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None,
+                 cutoff_s: float = np.inf) -> Candidate | None:
     """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks (num_layers divisible by
     pp x vp), m a multiple of pp; each plan is costed from scratch once its lower bound could win (the busiest
     rank's compute over m slots plus the bubble, (m + (pp - 1) / vp) L <= the timeline's time) and its busiest
@@ -420,7 +421,7 @@ def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Ca
                     for d, m, _ in replica_counts(inp, fields_["mbs"], chain.widths, fields_["ep"]):
                         if m % pp or d * pp * t * cp > inp.devices:
                             continue
-                        bound = best.time_per_batch_s if best else np.inf
+                        bound = best.time_per_batch_s if best else cutoff_s
                         if (m + (pp - 1) / vp) * rank_s >= bound or _weights_overflow(inp, config, chain, chunks, pp, d):
                             continue
                         plan = Plan(stages=tuple((a, b, t) for a, b in chunks), dp=d, vp=vp, **fields_)
@@ -450,8 +451,10 @@ def rebuild(inp: PlacementInput, best: Candidate) -> Plan:
 
 
 def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=None, *, per_stage_tp: bool = True,
-             space: Space | None = None) -> PlacementResult | None:
-    """The fastest placement of the chain (exact under the cost model of phaze.placement.plan), or None if none fits.
+             space: Space | None = None, cutoff_s: float = np.inf) -> PlacementResult | None:
+    """The fastest placement of the chain (exact under the cost model of phaze.placement.plan), or None if none fits
+    or none is faster than `cutoff_s` per batch (a search that only needs plans beating a known one says so: the
+    runs whose lower bound cannot beat it are skipped from the start).
 
     `space` gives every dimension's options; without it, PHAZE's space with `recompute_options`,
     `mbs_options` and `per_stage_tp` (False restricts every pipeline to one TP width).
@@ -465,11 +468,11 @@ def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=N
 
     best = None
     if 1 in space.vp:
-        best = _search(inp, configs, lambda vi: [(ti,) for ti in available(vi)], best)
+        best = _search(inp, configs, lambda vi: [(ti,) for ti in available(vi)], best, cutoff_s)
         if space.per_stage_tp:
-            best = _search(inp, configs, lambda vi: [tuple(available(vi))] if len(available(vi)) > 1 else [], best)
+            best = _search(inp, configs, lambda vi: [tuple(available(vi))] if len(available(vi)) > 1 else [], best, cutoff_s)
     if any(v > 1 for v in space.vp):
-        best = _interleaved(inp, space, configs, available, best)
+        best = _interleaved(inp, space, configs, available, best, cutoff_s)
     if best is None:
         return None
     cost = evaluate_plan(inp, rebuild(inp, best))

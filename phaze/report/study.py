@@ -23,19 +23,32 @@ def strategy_row(result) -> dict:
             "memory_per_device_gib": result.memory_per_device_bytes / 2**30, "time_per_batch_s": result.time_per_batch_s}
 
 
+def baseline_name(outcome: StudyOutcome) -> str:
+    """The baseline chip as the table names it: the hw.baseline preset, or PHAZE's TPUv4-like point."""
+    return str(outcome.evaluator.cfg.hw.get("baseline") or "TPUv4-like")
+
+
 def final_table(outcome: StudyOutcome) -> pd.DataFrame:
-    """Per model, the best point and the TPUv4-like baseline side by side: architecture, placement,
-    throughput, area and the speedup of the searched design over the baseline."""
+    """Per model, the best point and the baseline chip side by side (with the expert placement, and with the
+    searched one for a preset baseline): architecture, placement, throughput, area and the speedup of each
+    over the baseline with the expert placement."""
     ev = outcome.evaluator
+    chip = baseline_name(outcome)
     rows = []
     for model, base in outcome.baseline.results.items():
         base_row = strategy_row(base)
+
+        def speedup(row):
+            return row["throughput_seq_s"] / base_row["throughput_seq_s"] if base_row["throughput_seq_s"] else float("nan")
+
         if outcome.best is not None:
             row = strategy_row(outcome.best.results[model])
             rows.append({"model": model, "design": "searched", **ev.arch_params(outcome.best_index),
-                         "area_mm2": float(ev.points.area_mm2.iloc[outcome.best_index]), **row,
-                         "speedup_vs_baseline": row["throughput_seq_s"] / base_row["throughput_seq_s"] if base_row["throughput_seq_s"] else float("nan")})
-        rows.append({"model": model, "design": "TPUv4-like + expert placement", **base_row, "speedup_vs_baseline": 1.0})
+                         "area_mm2": float(ev.points.area_mm2.iloc[outcome.best_index]), **row, "speedup_vs_baseline": speedup(row)})
+        rows.append({"model": model, "design": f"{chip} + expert placement", **base_row, "speedup_vs_baseline": 1.0})
+        if outcome.baseline_searched is not None:
+            row = strategy_row(outcome.baseline_searched.results[model])
+            rows.append({"model": model, "design": f"{chip} + searched placement", **row, "speedup_vs_baseline": speedup(row)})
     return pd.DataFrame(rows)
 
 

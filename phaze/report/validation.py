@@ -161,7 +161,7 @@ def comparison_table(comparisons: list[Comparison], runs: pd.DataFrame) -> pd.Da
     for c in comparisons:
         r = by_id.loc[c.run_id]
         rows.append({
-            "run": c.run_id, "framework": r.framework, "gpus": int(r.gpus),
+            "run": c.run_id, "hw": r.hw, "framework": r.framework, "gpus": int(r.gpus),
             "tp/pp/dp/cp/vp/ep": f"{r.tp}/{r.pp}/{r.dp}/{r.cp}/{r.vp}/{r.get('ep') or 1}",
             "experts": f"{r.num_experts} top-{r.experts_per_token}" if r.get("num_experts") else "-",
             "rc/sp/zero": f"{r.recompute}/{'sp' if r.sp.lower() == 'true' else '-'}/{r.zero}",

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from phaze.compat import compat_of, network_for
-from phaze.config import models_of
+from phaze.config import models_of, preset_hw
 from phaze.cost.network import Network
 from phaze.hardware.space import describe_points, enumerate_space, point_axes, reference_point
 from phaze.cost.chip import COST_COLUMNS
@@ -60,6 +60,13 @@ class Evaluation:
         return float(np.mean(ratios)) if ratios else float("nan")
 
 
+MORE_IS_FASTER = ("n_vc", "glb_mib", "hbm_gbps", "hbm_gib")
+"""Point columns in which a point only gains: more vector cores, a larger buffer (larger blocking tiles, fewer
+HBM bytes), more HBM bandwidth (every memory-bound term and the optimizer update) and capacity (more plans fit).
+Every operator latency (phaze.cost) and every lower bound on a layer is non-increasing in each, and the
+placement DP's optimum never drops when latencies shrink or memory grows: so a point that equals another in
+every other cost column and has no more of these is bounded by the other's placement bound."""
+
 LAYER_CACHE_SIGNATURES = 64
 """Latency signatures (points that differ only in what latencies ignore, e.g. HBM capacity) whose
 scheduled layers are kept in memory; the bound order visits such siblings one after another."""
@@ -85,6 +92,8 @@ class ModelEvaluator:
         self.max_hbm_gib = float(points.hbm_gib.max())
         self._layers: dict[tuple, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
+        self._bounded: dict[tuple, list[tuple[np.ndarray, float]]] = {}
+        """Placement bounds found so far, by the cost columns outside MORE_IS_FASTER: (those columns, bound)."""
 
     def layers(self, index: int, point: pd.DataFrame) -> LayerLatencies:
         """The point's layer latencies (starting from its lower bounds), shared by its HBM siblings."""
@@ -95,23 +104,55 @@ class ModelEvaluator:
             self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, latencies_at(self.lower_bounds, index))
         return self._layers[key]
 
-    def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None, fixed: bool = False) -> float:
+    def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None, fixed: bool = False,
+                        cutoff: bool = False) -> float:
         """Throughput upper bound of one point: the placement DP (or the expert placement, `fixed`) on
         its lower-bound latencies.
 
         More HBM never lowers either's optimum, so the bound of the point with the space's largest
         HBM and the same latencies bounds every HBM sibling; it is computed once per signature and
-        returned when it already cannot beat `beat`.
+        returned when it already cannot beat `beat`. With `cutoff` the DP only looks for placements
+        beating `beat` and returns `beat` itself (still an upper bound) when there is none.
         """
+        if beat is not None and not fixed:
+            dominating = self._dominating_bound(point)
+            if dominating <= beat:
+                return dominating
         bounds = latencies_at(self.lower_bounds, index)
+        beat_at = beat if cutoff and not fixed else None
         key = (signature(point), fixed)
-        if key not in self._top_bound:
-            top_point = point.assign(hbm_gib=self.max_hbm_gib)
-            self._top_bound[key] = throughput_of(self.placer(top_point, fixed)(bounds))
-        top = self._top_bound[key]
+        top, below = self._top_bound.get(key, (None, None))
+        if top is None or (below is not None and (beat is None or beat < below)):
+            top, below = self._bound(point.assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
+            self._top_bound[key] = (top, below)
         if (beat is not None and top <= beat) or float(point.hbm_gib.iloc[0]) == self.max_hbm_gib:
-            return top
-        return throughput_of(self.placer(point, fixed)(bounds))
+            value = top
+        else:
+            value = self._bound(point, bounds, fixed, beat_at)[0]
+        if not fixed:
+            self._record_bound(point, value)
+        return value
+
+    @staticmethod
+    def _dominance_key(point: pd.DataFrame) -> tuple[tuple, np.ndarray]:
+        row = point.iloc[0]
+        same = tuple(float(row[c]) for c in COST_COLUMNS if c in point.columns and c not in MORE_IS_FASTER)
+        return same, np.array([float(row[c]) for c in MORE_IS_FASTER])
+
+    def _dominating_bound(self, point: pd.DataFrame) -> float:
+        """The least placement bound found so far on a point with at least this one's MORE_IS_FASTER columns and
+        the same other cost columns (an upper bound on this point's; inf when there is none)."""
+        same, more = self._dominance_key(point)
+        return min((b for axes, b in self._bounded.get(same, ()) if np.all(axes >= more)), default=np.inf)
+
+    def _record_bound(self, point: pd.DataFrame, value: float) -> None:
+        same, more = self._dominance_key(point)
+        self._bounded.setdefault(same, []).append((more, value))
+
+    def _bound(self, point: pd.DataFrame, bounds, fixed: bool, beat: float | None) -> tuple[float, float | None]:
+        """(bound, None) from the DP on `bounds`; with `beat`, (beat, beat) when no placement beats it."""
+        value = throughput_of(self.placer(point, fixed, beat=beat)(bounds))
+        return (beat, beat) if beat is not None and value <= beat else (value, None)
 
     def schedule_bound(self, index: int, point: pd.DataFrame, place) -> float:
         """Throughput upper bound from the list schedules (exact where they meet their bound) and the
@@ -127,11 +168,12 @@ class ModelEvaluator:
         result, exact = layers.best(place, beat)
         return result, exact, layers.solve_s - before
 
-    def placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None = None):
-        """latencies -> the best placement on the point, or the model's expert placement (model.expert)
-        with its best microbatch, recompute and layer variant (only the (mbs, recompute) of `run` when given)."""
+    def placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None = None, beat: float | None = None):
+        """latencies -> the best placement on the point (with `beat`: only one of a higher throughput, else None), or the
+        model's expert placement (model.expert) with its best microbatch, recompute and layer variant (only the
+        (mbs, recompute) of `run` when given)."""
         if not fixed:
-            return placer(self.cfg, point, self.workloads, self.network)
+            return placer(self.cfg, point, self.workloads, self.network, beat)
         expert = self.cfg.model.expert
         recompute = recompute_options(self.cfg.train.recompute) if run is None else [run[1]]
         zero = options(self.cfg, "zero")
@@ -205,7 +247,8 @@ class SpaceEvaluator:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`)."""
         point = self.point(index)
-        return float(np.mean([m.placement_bound(index, point, beat, self.fixed_placement) for m in self.models]))
+        cutoff = len(self.models) == 1  # a mean over models may beat `beat` although one model's bound does not
+        return float(np.mean([m.placement_bound(index, point, beat, self.fixed_placement, cutoff) for m in self.models]))
 
     def schedule_bound(self, index: int) -> float:
         """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over models)."""
@@ -229,9 +272,12 @@ class SpaceEvaluator:
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact)
 
     def baseline(self, fixed: bool = True, optimum_index: int | None = None, optimum: Evaluation | None = None) -> Evaluation:
-        """The TPUv4-like chip under this space's constants, with each model's expert placement (best mbs,
-        recompute), or with the searched placement (`fixed=False`). Under compat.baseline_in_optimum_run the
-        expert placement is evaluated in the optimum's run (optimum_index, optimum) instead, as PHAZE's is."""
+        """The baseline chip with each model's expert placement (best mbs, recompute), or with the searched
+        placement (`fixed=False`): the preset hw.baseline names, else the TPUv4-like chip under this space's
+        constants. Under compat.baseline_in_optimum_run the TPUv4-like chip's expert placement is evaluated in the
+        optimum's run (optimum_index, optimum) instead, as PHAZE's is."""
+        if self.cfg.hw.get("baseline"):
+            return self.preset_baseline(fixed)
         start = time.perf_counter()
         reference = describe_points(self.cfg.hw, reference_point(self.cfg.hw))
         results, ilp_s = {}, 0.0
@@ -243,6 +289,21 @@ class SpaceEvaluator:
             before = layers.solve_s
             results[m.name] = layers.best(m.placer(point, fixed, run))[0]
             ilp_s += layers.solve_s - before
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
+
+    def preset_baseline(self, fixed: bool = True) -> Evaluation:
+        """The hw.baseline preset (a shipped chip under its own constants, e.g. tpuv4_modern or h100) on this
+        cluster, with each model's expert placement or the searched one."""
+        start = time.perf_counter()
+        hw = preset_hw(str(self.cfg.hw.baseline))
+        point = enumerate_space(hw)
+        results, ilp_s = {}, 0.0
+        for m in self.models:
+            cfg = m.cfg.copy()
+            cfg.hw = hw
+            chip = ModelEvaluator(cfg, point, self.network)
+            results[m.name], _, solve_s = chip.solve(0, point, chip.placer(point, fixed))
+            ilp_s += solve_s
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
 
     def arch_params(self, index: int) -> dict:

@@ -62,11 +62,20 @@ class StudyOutcome:
     logging_s_per_trial: float
     n_skipped: int = 0
     """Points the branch-and-bound order passed over without a trial: their placement bound could not beat the study."""
+    baseline_searched: Evaluation | None = None
+    """The hw.baseline preset with the searched placement (None without a preset baseline)."""
 
     @property
     def speedup(self) -> float:
         """Mean over the models of the best point's throughput over the baseline's."""
         return self.best.speedup_over(self.baseline) if self.best is not None else float("nan")
+
+    @property
+    def speedup_searched(self) -> float:
+        """The same over the baseline chip with its searched placement (NaN without a preset baseline)."""
+        if self.best is None or self.baseline_searched is None:
+            return float("nan")
+        return self.best.speedup_over(self.baseline_searched)
 
 
 def study_name(cfg) -> str:
@@ -354,6 +363,7 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
         n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
         logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
         n_skipped=n_passed_over(cfg, study, evaluator, best_trial.values[0] if best_trial else None),
+        baseline_searched=evaluator.baseline(fixed=False) if cfg.hw.get("baseline") else None,
     )
 
 

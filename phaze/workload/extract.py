@@ -30,7 +30,7 @@ EXTRACTOR_VERSION = 7
 """Bump when the extracted tables change meaning, so stale caches are not reused."""
 
 ARCH_FIELDS = (
-    "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
+    "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size",
     "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
     "attention", "activation", "dropout", "fused_kernels",
     "num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "moe_imbalance",

@@ -75,6 +75,16 @@ def _activation(cfg, key: str) -> dict:
     return {key: name} if name else {}
 
 
+HEAD_DIM_FAMILIES = ("llama", "starcoder2", "mixtral", "qwen2_moe", "olmoe")
+"""Families whose attention takes its head width from the config (Hugging Face's `head_dim`), so that heads x head
+width may differ from the hidden size (PaLM, Gemma, MaxText's 2023 models); the others use hidden size / heads."""
+
+
+def _head_dim(cfg) -> dict:
+    """The Hugging Face `head_dim` argument for model.head_dim, or nothing for hidden size / heads (0)."""
+    return {"head_dim": int(cfg.head_dim)} if cfg.get("head_dim", 0) else {}
+
+
 def _dropout(cfg) -> float | None:
     """model.dropout (hidden and attention dropout probability), or None for the family's own."""
     value = cfg.get("dropout")
@@ -113,7 +123,7 @@ def _llama_config(cfg, num_layers: int):
         hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size,
         max_position_embeddings=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
-        **_activation(cfg, "hidden_act"),
+        **_activation(cfg, "hidden_act"), **_head_dim(cfg),
     )
 
 
@@ -157,7 +167,7 @@ def _starcoder2_config(cfg, num_layers: int):
         hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size,
         max_position_embeddings=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
-        **_activation(cfg, "hidden_act"),
+        **_activation(cfg, "hidden_act"), **_head_dim(cfg),
         **({"residual_dropout": dropout, "embedding_dropout": dropout, "attention_dropout": dropout} if dropout is not None else {}),
     )
 
@@ -169,6 +179,7 @@ def _moe_common(cfg, num_layers: int) -> dict:
         hidden_size=cfg.hidden_size, num_hidden_layers=num_layers, num_attention_heads=cfg.num_heads,
         num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
         tie_word_embeddings=cfg.tie_word_embeddings, num_experts_per_tok=cfg.experts_per_token, **_activation(cfg, "hidden_act"),
+        **_head_dim(cfg),
     )
 
 
