@@ -107,6 +107,7 @@ def check_hw(hw) -> None:
         _positive(hw[name], f"hw.{name}")
     _positive(hw.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
     _positive(hw.op_overhead_s, "hw.op_overhead_s", allow_zero=True)
+    _positive(hw.overlap_slowdown, "hw.overlap_slowdown", allow_zero=True)
     _fraction(hw.matmul_efficiency, "hw.matmul_efficiency")
     _fraction(hw.memory_efficiency, "hw.memory_efficiency")
     if hw.fp8_matmul_ratio != 0 and not hw.fp8_matmul_ratio >= 1:

@@ -71,7 +71,7 @@ class LayerLatencies:
 
     def __init__(self, workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values,
                  variants: list[LayerVariant], inter_op_parallel: bool = True,
-                 lower_bounds: dict[str, dict[str, np.ndarray]] | None = None, tp_async: bool = False):
+                 lower_bounds: dict[str, dict[str, np.ndarray]] | None = None, tp_async: bool = False, overlap_slowdown: float = 0.0):
         self.variants = list(variants)
         self.tp_values = list(tp_values)
         self.schedule_cfg = schedule_cfg
@@ -108,7 +108,8 @@ class LayerLatencies:
                         if direction == "fwd":
                             self.values[part]["core_fwd_s"][vi, ti] = float(core_fwd_s(compute.ops, unit, parallel[:, None])[0])
                         if not inter_op_parallel:
-                            span, exposed = single_stream_s(compute, unit, parallel[:, None], StreamOptions(tp_async, variant.tp_comm_overlap))
+                            span, exposed = single_stream_s(compute, unit, parallel[:, None],
+                                                            StreamOptions(tp_async, variant.tp_comm_overlap, overlap_slowdown=overlap_slowdown))
                             self.values[part][f"{direction}_s"][vi, ti] = float(span[0])
                             self.values[part][f"tp_comm_{direction}_s"][vi, ti] = float(exposed[0])
                             continue
@@ -218,9 +219,11 @@ class LayerLatencies:
 
 
 def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values,
-                   variants: list[LayerVariant], inter_op_parallel: bool = True, tp_async: bool = False) -> dict[str, dict[str, np.ndarray]]:
+                   variants: list[LayerVariant], inter_op_parallel: bool = True, tp_async: bool = False,
+                   overlap_slowdown: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
     """Scheduled latencies of every part: {part: {field: [len(variants), len(tp)]}}; NaN where a shard was not extracted."""
-    return LayerLatencies(workloads, point, network, schedule_cfg, tp_values, variants, inter_op_parallel, tp_async=tp_async).solve_all()
+    return LayerLatencies(workloads, point, network, schedule_cfg, tp_values, variants, inter_op_parallel, tp_async=tp_async,
+                          overlap_slowdown=overlap_slowdown).solve_all()
 
 
 def part_costs(workloads: dict[int, Workload], tp_values, variants: list[LayerVariant],
@@ -289,7 +292,7 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
         step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
         overlap_param_gather=bool(cfg.train.overlap_param_gather),
         update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
-        hbm_bytes_s=chip.achievable_hbm_bytes_s,
+        hbm_bytes_s=chip.achievable_hbm_bytes_s, overlap_slowdown=float(cfg.hw.overlap_slowdown),
     )
 
 
@@ -324,7 +327,7 @@ def layer_latencies(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
     """The point's LayerLatencies; `lower_bounds` (one point's slice of phaze.search.bounds.lower_bound_latencies)
     spares computing the initial bounds."""
     return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), variants_of(cfg),
-                          bool(cfg.hw.inter_op_parallel), lower_bounds, bool(cfg.train.tp_comm_async))
+                          bool(cfg.hw.inter_op_parallel), lower_bounds, bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
 
 
 def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | None = None, latencies=None) -> PlacementResult | None:

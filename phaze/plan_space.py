@@ -15,7 +15,6 @@ from omegaconf import OmegaConf
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.placement.solve import Space
 from phaze.workload.families import valid_ep
-from phaze.schedule.streams import StreamOptions
 
 DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap", "ep")
 """The placement dimensions beyond dp / pp / tp and the microbatch (placement.* or train.*)."""
@@ -88,7 +87,3 @@ def training_model(cfg):
     chosen = {f: cfg.train.get(f) for f in TRAIN_MODEL_FIELDS if cfg.train.get(f) is not None}
     return OmegaConf.merge(cfg.model, chosen) if chosen else cfg.model
 
-
-def stream_options(cfg, variant: LayerVariant) -> StreamOptions:
-    """How the framework runs this variant's collectives on a single-stream chip."""
-    return StreamOptions(tp_async=bool(cfg.train.tp_comm_async), tp_pipelined=variant.tp_comm_overlap)

@@ -6,16 +6,19 @@ data-parallel reduction exposed after the backward."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from phaze.cost.latency import collective_s
 from phaze.cost.network import Network
 from phaze.placement import PlacementInput, evaluate_fixed
-from phaze.placement.dp import TL_FIELDS, TL_RBL, extend_stage, new_stage, stage_core_s
+from phaze.placement.dp import TL_FIELDS, TL_RBL, TL_XBL, extend_stage, new_stage, stage_core_s
 from phaze.placement.memory import state_bytes_per_param_byte
 from phaze.placement.plan import interleaved_chunk_inflight, interleaved_inflight
 from phaze.placement.stepcomm import timeline_arrays
+from phaze.schedule.streams import StreamOptions, stream_makespan
+from phaze.workload.graph import OpGraph
 from phaze.workload.families import build_parts
 from phaze.workload.trace import part_graph
 from tests.conftest import compose_cfg
@@ -179,3 +182,37 @@ def test_zero0_reduction_is_one_gradient_all_reduce_per_part():
     expected = 2 * 7 / 8 * grads / 200e9 + 2 * 1 / 2 * grads / 8 / 25e9
     assert tl[TL_RBL, 0] == pytest.approx(expected, rel=1e-12)
     assert np.count_nonzero(tl) == 2
+
+
+# --- collectives that overlap compute still slow it (Lee et al. 2025: 18.9% on A100 / H100; hw.overlap_slowdown)
+
+def test_an_overlapped_reduction_slows_the_backward_it_hides_under():
+    network = Network(16, 8, 200e9, 25e9, 0.0)
+    prm = np.array([[1e9, 2e9]])
+    kw = dict(zero=0, dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0, overlap_grad_reduce=True,
+              overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
+    free = timeline_arrays(prm, np.array([1]), network, **kw)
+    slowed = timeline_arrays(prm, np.array([1]), network, **kw, overlap_slowdown=0.189)
+    # the reduction still runs beside the last backward, which now also pays 0.189 / 1.189 of its time
+    assert slowed[TL_RBL, 0] == pytest.approx(free[TL_RBL, 0], rel=1e-12)
+    assert slowed[TL_XBL, 0] == pytest.approx(0.189 / 1.189 * free[TL_RBL, 0], rel=1e-12)
+    # a framework that does not overlap pays the reduction in full, and no slowdown on top
+    blocking = timeline_arrays(prm, np.array([1]), network, **{**kw, "overlap_grad_reduce": False}, overlap_slowdown=0.189)
+    assert blocking[TL_XBL, 0] == pytest.approx(free[TL_RBL, 0], rel=1e-12)
+    assert not blocking[TL_RBL, 0].any()
+
+
+def test_an_async_tp_collective_hidden_under_compute_slows_it():
+    """A 10 ms GEMM with a 4 ms all-reduce of the layer's input gradient on the communication stream beside it: the
+    layer takes 10 ms with perfect overlap and 10 + 4 x 0.189 / 1.189 ms when the collective holds 18.9% of the chip;
+    issued blocking, it takes 14 ms whatever the slowdown."""
+    ops = pd.DataFrame({"name": ["ar", "mm", "out"], "target": ["phaze.all_reduce", "mm", "add"], "kind": ["collective", "matmul", "elementwise"],
+                        "comm_group": [2, 0, 0]})
+    graph = OpGraph(ops, pd.DataFrame({"src": [0, 1], "dst": [2, 2], "bytes": [0.0, 0.0]}))
+    unit, lat = np.array(["net", "tc", "vc"]), np.array([[4e-3], [10e-3], [0.0]])
+    free = stream_makespan(graph, unit, lat, StreamOptions(tp_async=True))
+    slowed = stream_makespan(graph, unit, lat, StreamOptions(tp_async=True, overlap_slowdown=0.189))
+    blocking = stream_makespan(graph, unit, lat, StreamOptions(tp_async=False, overlap_slowdown=0.189))
+    assert free[0] == pytest.approx(10e-3, rel=1e-12)
+    assert slowed[0] == pytest.approx(10e-3 + 4e-3 * 0.189 / 1.189, rel=1e-12)
+    assert blocking[0] == pytest.approx(14e-3, rel=1e-12)

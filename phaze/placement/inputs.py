@@ -134,15 +134,17 @@ class PlacementInput:
     grad_bytes_per_elem: int = 0
     """Bytes of one gradient element, kept and reduced (0: the training precision's bytes_per_elem)."""
     master_bytes_per_param: int = 0
+    """Bytes of Adam's master copy of a weight below fp32 (0: fp32, 4 bytes)."""
     weight_cache_bytes_per_param_byte: float = 0.0
     """Bytes kept beside each weight byte for the GEMMs (FP8 training's weight and transpose caches)."""
-    """Bytes of Adam's master copy of a weight below fp32 (0: fp32, 4 bytes)."""
     p2p_scatter_gather: bool = False
     """Megatron-LM's pipeline scatter/gather of replicated activations (module docstring)."""
     update_bytes_per_param_byte: float = 0.0
     """HBM bytes the optimizer update moves per byte of weights (0: the update is not timed, as PHAZE)."""
     hbm_bytes_s: float = 0.0
     """Achievable HBM bandwidth of one device (the optimizer update streams through it)."""
+    overlap_slowdown: float = 0.0
+    """How much longer compute takes while a data-parallel collective runs beside it (hw.overlap_slowdown)."""
 
     def __post_init__(self) -> None:
         self.mbs_values = np.asarray(self.mbs_values, dtype=np.int64)

@@ -189,7 +189,7 @@ def plan_timeline(inp: PlacementInput, plan: Plan, prm: np.ndarray, widths: np.n
         grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
         overlap_grad_reduce=inp.overlap_grad_reduce, overlap_param_gather=inp.overlap_param_gather,
         update_bytes_per_param_byte=inp.update_bytes_per_param_byte, hbm_bytes_s=inp.hbm_bytes_s,
-        expert=expert, ep=plan.ep,
+        expert=expert, ep=plan.ep, overlap_slowdown=inp.overlap_slowdown,
     )
 
 

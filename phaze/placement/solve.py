@@ -249,7 +249,7 @@ def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -
         replicas=group.replicas_within, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
         overlap_grad_reduce=inp.overlap_grad_reduce,
         overlap_param_gather=inp.overlap_param_gather, update_bytes_per_param_byte=inp.update_bytes_per_param_byte,
-        hbm_bytes_s=inp.hbm_bytes_s, expert=chain.exp, ep=int(inp.ep_values[config.vi]),
+        hbm_bytes_s=inp.hbm_bytes_s, expert=chain.exp, ep=int(inp.ep_values[config.vi]), overlap_slowdown=inp.overlap_slowdown,
     )
 
 

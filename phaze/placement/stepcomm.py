@@ -15,8 +15,10 @@ Per ZeRO stage (Rajbhandari et al. 2020 §5; modern-parallelism.md §5), with B 
   backward, gradients reduce-scattered after it.
 A reduction overlaps the rest of the backward bucket by bucket (one bucket per part) when the
 framework overlaps gradient reduction; a gather is prefetched under the previous part's compute when
-it overlaps parameter gathers; otherwise each is added to its part's compute. The optimizer update of a
-part's (sharded) weights streams its state through HBM.
+it overlaps parameter gathers; otherwise each is added to its part's compute. An overlapped collective
+still slows the compute it hides under (its kernels hold cores and memory bandwidth): with
+hw.overlap_slowdown s, its part's compute grows by s / (1 + s) of its time (phaze.schedule.streams).
+The optimizer update of a part's (sharded) weights streams its state through HBM.
 In a mixture of experts with expert parallelism ep, the expert weights are reduced (and sharded) over
 their own expert-data-parallel group, dp x cp / ep ranks (Megatron-Core's expert data parallelism),
 the rest over dp x cp.
@@ -28,6 +30,10 @@ import numpy as np
 
 from phaze.cost.network import Network
 from phaze.placement.dp import TL_FIELDS, TL_GB, TL_GF, TL_GH, TL_OPT, TL_RBL, TL_RBM, TL_XB, TL_XBL, TL_XF, TL_XH
+
+CONTENDED = {TL_GF: TL_XF, TL_GH: TL_XH, TL_GB: TL_XB, TL_RBM: TL_XB, TL_RBL: TL_XBL}
+"""Each overlapped collective (gathers under the forward, the step's gather, gathers and reductions under the
+backward, the last reduction) and the compute it slows: its part's matching term."""
 
 
 def replicas_within(network: Network, dp: int, devices_per_pipeline: int) -> tuple[int, ...]:
@@ -43,7 +49,8 @@ def group_within(network: Network, width: int, cp: int, replicas: tuple[int, ...
 
 def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
                     replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
-                    update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1) -> np.ndarray:
+                    update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1,
+                    overlap_slowdown: float = 0.0) -> np.ndarray:
     """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
     `expert` are expert weights under expert parallelism `ep`; `replicas` of the dp share each network domain
     (`replicas_within`); gradients are `grad_bytes_per_param_byte`
@@ -51,7 +58,7 @@ def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, ze
     if ep > 1 and expert is not None and np.any(expert):
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
-                      hbm_bytes_s=hbm_bytes_s)
+                      hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown)
         return (timeline_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
                 + timeline_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
@@ -81,6 +88,8 @@ def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, ze
                 terms.append((TL_XBL, gather))  # the last microbatch's backward gathers too
         for field, values in terms:
             tl[field, wi] += values
+            if field in CONTENDED:
+                tl[CONTENDED[field], wi] += overlap_slowdown / (1.0 + overlap_slowdown) * values
         if hbm_bytes_s > 0:
             tl[TL_OPT, wi] = prm[wi] * update_bytes_per_param_byte / (shards if zero >= 1 else 1) / hbm_bytes_s
     return tl

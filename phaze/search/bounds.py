@@ -39,13 +39,13 @@ def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: in
 
 
 def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, network: Network, inter_op_parallel: bool,
-                          variants: list[LayerVariant], tp_async: bool = False) -> dict[str, dict[str, np.ndarray]]:
+                          variants: list[LayerVariant], tp_async: bool = False, overlap_slowdown: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
     """Per part and field, lower-bound latencies shaped [len(variants), len(tp), P] (NaN where not extracted)."""
     tp_values = tp_values_of(workloads)
     shape = (len(variants), len(tp_values), len(points))
     out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
     for vi, variant in enumerate(variants):
-        opts = StreamOptions(tp_async, variant.tp_comm_overlap)
+        opts = StreamOptions(tp_async, variant.tp_comm_overlap, overlap_slowdown=overlap_slowdown)
         for ti, t in enumerate(tp_values):
             for part in PARTS:
                 g = variant_graph(workloads, variant, t, part)

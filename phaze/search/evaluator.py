@@ -87,7 +87,7 @@ class ModelEvaluator:
         self.workloads = load_workloads(cfg)
         variants = variants_of(cfg)
         self.lower_bounds = lower_bound_latencies(self.workloads, points, network, bool(cfg.hw.inter_op_parallel), variants,
-                                                  bool(cfg.train.tp_comm_async))
+                                                  bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
         self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices), variants)
         self.max_hbm_gib = float(points.hbm_gib.max())
         self._layers: dict[tuple, LayerLatencies] = {}
