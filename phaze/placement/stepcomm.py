@@ -26,6 +26,8 @@ the rest over dp x cp.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from phaze.cost.network import Network
@@ -47,7 +49,28 @@ def group_within(network: Network, width: int, cp: int, replicas: tuple[int, ...
     return tuple(int(max(1, min(cp, d // max(1, width)))) * r for d, r in zip(network.domains, replicas))
 
 
-def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
+TIMELINE_CACHE_ENTRIES = 4096
+"""Timeline arrays kept (least recently used dropped): they depend on the model's weights and the plan's data-parallel
+group, not on the layer latencies, so every placement DP of a point, and of the points after it, asks for the same few."""
+_timelines: OrderedDict = OrderedDict()
+
+
+def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, **kw) -> np.ndarray:
+    """tl[TL_*, width, part] (`step_arrays`), remembered across calls; the caller must not write to it."""
+    key = (prm.shape, prm.tobytes(), np.asarray(widths).tobytes(), network,
+           *(v.tobytes() if isinstance(v, np.ndarray) else v for v in (kw[k] for k in sorted(kw))), tuple(sorted(kw)))
+    tl = _timelines.get(key)
+    if tl is None:
+        tl = step_arrays(prm, widths, network, **kw)
+        _timelines[key] = tl
+        if len(_timelines) > TIMELINE_CACHE_ENTRIES:
+            _timelines.popitem(last=False)
+    else:
+        _timelines.move_to_end(key)
+    return tl
+
+
+def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
                     replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
                     update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1,
                     overlap_slowdown: float = 0.0) -> np.ndarray:
@@ -59,8 +82,8 @@ def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, ze
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
                       hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown)
-        return (timeline_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
-                + timeline_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
+        return (step_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
+                + step_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
     tl = np.zeros((len(TL_FIELDS), n_w, n))
     shards = dp * cp
