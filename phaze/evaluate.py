@@ -2,8 +2,11 @@
 
     python -m phaze.evaluate model=llama2 hw=a100 cluster=dgx_a100 train.global_batch=1024 cluster.devices=64
     python -m phaze.evaluate hw=tpuv4 placement.dp=128 placement.pp=8 placement.tp=1 train.mbs=1 train.recompute=false
+    python -m phaze.evaluate model=llama2 hw=h100 cluster=dgx_h100 train=megatron figure=timeline.png
 
-Prints a human summary, then one JSON object as the last line of stdout.
+Prints a human summary and where the step's time and memory go per pipeline stage, then one JSON object as the last
+line of stdout (`breakdown_s` and `memory_breakdown_gib`: the busiest stage's, summing to `time_per_batch_s` and
+`memory_per_device_gib`). `figure=` also draws the plan's pipeline timeline.
 """
 
 from __future__ import annotations
@@ -11,20 +14,24 @@ from __future__ import annotations
 import json
 import sys
 
+import pandas as pd
+
 import hydra
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.config_check import check_config, run_cli
 from phaze.hardware.space import enumerate_space
-from phaze.pipeline import evaluate_point
+from phaze.pipeline import evaluate_point, explain
+from phaze.report.timeline import timeline_figure
 from phaze.config_values import ConfigError, positive_ints, recompute_options
 from phaze.plan_space import DIMENSIONS, options
 
 GIB = 2**30
 
 
-def result_record(result) -> dict:
-    """The JSON fields `phaze.evaluate` promises, from a PlacementResult."""
+def result_record(result, explanation=None) -> dict:
+    """The JSON fields `phaze.evaluate` promises, from a PlacementResult (and its Explanation: the breakdowns with the
+    compute split over tensor and vector cores)."""
     s = result.strategy
     return {
         **s.fields(),
@@ -38,7 +45,8 @@ def result_record(result) -> dict:
         "memory_per_device_gib": result.memory_per_device_bytes / GIB,
         "devices_used": s.devices_used,
         "stage_bounds": [list(b) for b in s.stage_bounds],
-        "breakdown_s": result.breakdown,
+        "breakdown_s": explanation.breakdown_s if explanation is not None else result.breakdown,
+        "memory_breakdown_gib": explanation.memory_breakdown_gib if explanation is not None else {},
     }
 
 
@@ -71,13 +79,22 @@ def main(cfg) -> None:
         print(f"no placement of {cfg.model.name} fits {cfg.cluster.devices} x {cfg.hw.name}", file=sys.stderr)
         print(json.dumps({"feasible": False, "reason": "no placement fits"}))
         sys.exit(1)
-    record = result_record(result)
+    explanation = explain(cfg, points, result)
+    record = result_record(result, explanation)
     print(
         f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}: dp={record['dp']} pp={record['pp']} tp={record['tp']} "
         f"cp={record['cp']} ep={record['ep']} vp={record['vp']} mbs={record['mbs']} recompute={record['recompute']} zero={record['zero']} "
         f"sp={record['sp']} tp_comm_overlap={record['tp_comm_overlap']} -> {record['throughput_seq_s']:.2f} seq/s, "
         f"MFU {record['mfu']:.1%}, {record['memory_per_device_gib']:.1f} GiB/device"
     )
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print("\nwhere the step goes, per pipeline stage (s; each row sums to the time per batch):")
+        print(explanation.time_s.round(4).to_string())
+        print("\nmemory per device, per pipeline stage (GiB):")
+        print(explanation.memory_gib.round(3).to_string())
+    if cfg.figure:
+        timeline_figure(explanation.cost, f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}").savefig(cfg.figure, dpi=120, bbox_inches="tight")
+        print(f"wrote {cfg.figure}")
     print(json.dumps(record))
     if not result.feasible:
         sys.exit(1)

@@ -7,6 +7,7 @@ search call it for each accelerator point they consider.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,8 @@ from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import Accelerator
 from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
+from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table, time_table
+from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
 from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
@@ -270,7 +273,7 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
     variants = variants_of(cfg)
     if latencies is None:
         latencies = part_latencies(workloads, point, network, cfg.schedule, tp_values, variants, bool(cfg.hw.inter_op_parallel),
-                                   bool(cfg.train.tp_comm_async))
+                                   bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
     costs = part_costs(workloads, tp_values, variants, latencies)
     any_w = next(iter(workloads.values()))
     row = point.iloc[0]
@@ -343,3 +346,51 @@ def evaluate_point(cfg, point: pd.DataFrame, workloads: dict[int, Workload] | No
     if latencies is not None:
         return place(latencies)
     return layer_latencies(cfg, point, workloads, network).best(place)[0]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Where a placement's step goes (phaze.placement.breakdown): per pipeline stage, its time by component (rows sum
+    to the time per batch) and its memory by component (rows sum to its memory); the busiest stage's of each as flat
+    maps, summing to time_per_batch_s and memory_per_device_gib; and the plan's cost, for its timeline."""
+
+    time_s: pd.DataFrame
+    memory_gib: pd.DataFrame
+    breakdown_s: dict[str, float]
+    memory_breakdown_gib: dict[str, float]
+    cost: PlanCost
+
+
+def tensor_core_shares(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, strategy) -> list[float]:
+    """Per pipeline rank, the fraction of its compute seconds on the tensor cores: its parts' tensor-core operators'
+    time over their tensor- and vector-core operators' time (all cores), forward and backward."""
+    variant = LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap, strategy.ep)
+    totals: dict[tuple[int, str], tuple[float, float]] = {}
+    for t in set(strategy.tp_per_stage):
+        for part in PARTS:
+            g = variant_graph(workloads, variant, t, part)
+            busy = np.zeros(2)
+            for graph in (g.fwd, g.bwd):
+                ops = graph.without_views().ops
+                lat = op_latencies(ops, point, network, t)
+                busy += [lat.parallel_s[lat.unit == unit, 0].sum() for unit in ("tc", "vc")]
+            totals[(t, part)] = tuple(busy)
+    num_layers = next(iter(workloads.values())).num_layers
+    shares = np.zeros((strategy.pp, 2))
+    for c, ((first, last), t) in enumerate(zip(strategy.stage_bounds, strategy.tp_per_stage)):
+        for index in range(first, last + 1):
+            part = "pre" if index == 0 else "post" if index == num_layers + 1 else "layer"
+            shares[c % strategy.pp] += totals[(t, part)]
+    return [float(tc / (tc + vc)) if tc + vc > 0 else 0.0 for tc, vc in shares]
+
+
+def explain(cfg, point: pd.DataFrame, result: PlacementResult, workloads: dict[int, Workload] | None = None) -> Explanation:
+    """The breakdown of `result` (a placement found on `point`) from the same latencies and cost model that timed it."""
+    workloads = workloads or load_workloads(cfg)
+    network = network_for(cfg)
+    layers = layer_latencies(cfg, point, workloads, network)
+    layers.solve(layers.keys_of(result.strategy))
+    cost = evaluate_plan(placement_input(cfg, point, workloads, network, layers.values), result.strategy.to_plan())
+    times = time_table(cost, tensor_core_shares(cfg, point, workloads, network, result.strategy))
+    memory = memory_table(cost)
+    return Explanation(times, memory, busiest_time(times), busiest_memory(memory), cost)

@@ -15,13 +15,24 @@ from hydra.core.hydra_config import HydraConfig
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.config import attach_models, models_of
 from phaze.config_check import checked, run_cli
-from phaze.report.study import final_table, history_figure, scatter_figure
+from phaze.report.breakdown import best_explanations, breakdown_figure
+from phaze.report.study import display_table, final_table, history_figure, scatter_figure
+from phaze.report.timeline import timeline_figure
 from phaze.search.study import run_study, study_name, tracker_for
+from phaze.tracking import resolve_tracking_uri
 from phaze.summary import workload_summary
 from phaze.config_values import positive_ints
 from phaze.workload.extract import extract_workload
 
 log = logging.getLogger("phaze")
+
+PHAZE_WORLD = {"hw": ("phaze_grid", "tiny_grid", "tpuv4"), "cluster": ("phaze_1024",)}
+"""Spaces and clusters that reproduce PHAZE's world (fixed DRAM bandwidth, flat 4 GiB/s links, ideal cores)."""
+
+
+def phaze_world(cfg) -> bool:
+    """Whether the job runs in PHAZE's world, whose MFUs are not today's chips'."""
+    return cfg.hw.name in PHAZE_WORLD["hw"] or cfg.cluster.name in PHAZE_WORLD["cluster"]
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -41,7 +52,17 @@ def main(cfg) -> None:
     print(f"\nstudy {study_name(cfg)}: {outcome.n_trials} trials, {outcome.n_pruned} pruned, "
           f"{outcome.n_skipped} passed over on their bound, {outcome.n_full_evals} fully evaluated "
           f"({outcome.n_full_evals / len(outcome.evaluator):.3%} of {len(outcome.evaluator)} points), {outcome.wall_s:.0f} s")
-    print(table.to_string(index=False))
+    print(display_table(table).to_string(index=False))
+    explanations = best_explanations(outcome)
+    for model, e in explanations.items():
+        print(f"\n{model} on the best point, per pipeline stage (s; each row sums to the time per batch):")
+        print(e.time_s.round(4).to_string())
+        print("memory per device (GiB):")
+        print(e.memory_gib.round(3).to_string())
+    if phaze_world(cfg):
+        print(f"\nnote: this is PHAZE's world (hw={cfg.hw.name}, cluster={cfg.cluster.name}: DRAM at a fixed bandwidth, one flat "
+              "4 GiB/s link per chip, ideal cores), and its MFUs are that world's; hw=modern_grid, the GPU presets and "
+              "cluster=dgx_h100 / tpuv4_pod model today's chips (README, 'A realistic world').")
     if tracker is not None:
         tracker.log_params({"model": "+".join(m.name for m in (cfg.models or [cfg.model])), "hw": cfg.hw.name, "cluster": cfg.cluster.name,
                             "search.sampler": cfg.search.sampler, "search.objective": cfg.search.objective})
@@ -56,10 +77,15 @@ def main(cfg) -> None:
                 "wall_s": outcome.wall_s,
                 "logging_s_per_trial": tracker.overhead_per_trial_s,
             },
-            tables={"best_strategy.json": table},
-            figures={"throughput_vs_area.png": scatter_figure(outcome), "optimization_history.png": history_figure(outcome)},
+            tables={"best_strategy.json": table,
+                    **{f"breakdown_time_{m}.json": e.time_s.reset_index() for m, e in explanations.items()},
+                    **{f"breakdown_memory_{m}.json": e.memory_gib.reset_index() for m, e in explanations.items()}},
+            figures={"throughput_vs_area.png": scatter_figure(outcome), "optimization_history.png": history_figure(outcome),
+                     **{f"breakdown_{m}.png": breakdown_figure(e, f"{m} on the best point") for m, e in explanations.items()},
+                     **{f"timeline_{m}.png": timeline_figure(e.cost, f"{m} on the best point: one training step") for m, e in explanations.items()}},
         )
         print(f"logged study to MLflow run {tracker.parent_id} (experiment {cfg.tracking.experiment})")
+        print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}")
 
 
 if __name__ == "__main__":

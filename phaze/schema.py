@@ -366,6 +366,13 @@ class CompatCfg:
 
 
 @dataclass
+class ExportCfg:
+    """`python -m phaze.export`: where to write the plan's launch arguments."""
+
+    dir: str = "plan_export"
+
+
+@dataclass
 class Config:
     """The whole job: what `python -m phaze.run` and `python -m phaze.evaluate` compose."""
 
@@ -379,6 +386,9 @@ class Config:
     tracking: TrackingCfg = MISSING
     compat: CompatCfg = field(default_factory=CompatCfg)
     cache_dir: str = ".cache/phaze"
+    # `python -m phaze.evaluate figure=timeline.png`: also draw the plan's pipeline timeline (a PNG) there.
+    figure: Optional[str] = None
+    export: ExportCfg = field(default_factory=ExportCfg)
     # Set from `model=[a,b,...]` (phaze.config.attach_models): models searched together for one
     # common architecture; empty for the usual single `model`.
     models: List[ModelCfg] = field(default_factory=list)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from phaze.cost.network import Network
+from phaze.placement.breakdown import GIB, busiest_memory, busiest_time, memory_table, time_table
+from phaze.placement.plan import evaluate_plan
 from phaze.placement import (
     PartCosts,
     PlacementCheckError,
@@ -58,7 +60,8 @@ def test_two_stage_plan_time_memory_and_breakdown():
     # stage 0 holds 2 microbatches: 2 x 30 + 2 x 4; stage 1 holds 1: 2 x 50 + 5.
     assert r.memory_per_stage_bytes == (68.0, 105.0)
     assert r.memory_per_device_bytes == 105.0
-    assert r.breakdown == {"compute_s": 36.0, "bubble_s": 11.0, "tp_comm_s": 0.0, "p2p_s": 8.0, "dp_allreduce_s": 50.0}
+    assert r.breakdown == {"compute_s": 36.0, "recompute_s": 0.0, "tp_comm_s": 0.0, "p2p_s": 8.0, "zero_comm_s": 0.0,
+                           "bubble_s": 11.0, "dp_allreduce_s": 50.0}
     assert r.throughput_seq_s == 8 / 105.0
     assert r.tokens_per_s == 16 * 8 / 105.0
     assert r.tokens_per_s_per_device == pytest.approx(16 * 8 / 105.0 / 4)
@@ -73,6 +76,10 @@ def test_stage_checkpoints_cost_a_forward_keep_the_stage_input_and_spare_the_las
     # The last stage does not recompute: load 7, memory unchanged.
     assert r.stage_load_s == (14.0, 7.0)
     assert r.memory_per_stage_bytes == (64.5, 105.0)
+    # 4 microbatches of 9 s computed and 3 s recomputed, 2 s sent; 14 s of bubble, stage 0's 30 B all-reduced
+    # (stage 1's 50 B: 50 s) after the flush.
+    assert r.breakdown == {"compute_s": 36.0, "recompute_s": 12.0, "tp_comm_s": 0.0, "p2p_s": 8.0, "zero_comm_s": 0.0,
+                           "bubble_s": 14.0, "dp_allreduce_s": 50.0}
     assert r.time_per_batch_s == 14.0 * 5 + 50.0
 
 
@@ -292,3 +299,23 @@ def test_uneven_data_parallelism_waits_for_the_busiest_replica():
     assert three.feasible and three.microbatches == 2 == two.microbatches
     fixed = evaluate_fixed(inp, dp=3, pp=1, tp=1, mbs=1, recompute=False)
     assert fixed.feasible and fixed.throughput_seq_s == pytest.approx(4 / fixed.time_per_batch_s)
+
+
+def test_every_stage_row_sums_to_the_step_and_its_memory():
+    """The per-stage tables (phaze.placement.breakdown): stage 0 is the bottleneck (11 s a microbatch), stage 1 (7 s)
+    waits 4 x (11 - 7) = 16 s; each row sums to the time per batch; memory rows split stage_memory_bytes into
+    weights, gradients (SGD: no optimizer state), the microbatch in progress and the stash of the one in flight."""
+    r = evaluate_fixed(chain(), dp=2, pp=2, tp=1, mbs=1, recompute=False)
+    cost = evaluate_plan(chain(), r.strategy.to_plan())
+    times = time_table(cost, tc_shares=[0.75, 0.5])
+    assert times.sum(axis=1).tolist() == pytest.approx([r.time_per_batch_s] * 2, rel=1e-12)
+    assert times.loc[0, "idle_s"] == 0.0 and times.loc[1, "idle_s"] == pytest.approx(4 * (11.0 - 7.0))
+    assert times.loc[0, "compute_tc_s"] == pytest.approx(0.75 * 36.0) and times.loc[1, "compute_vc_s"] == pytest.approx(0.5 * 24.0)
+    assert busiest_time(times) == pytest.approx({k: v for k, v in times.loc[0].items() if k != "idle_s"})
+    memory = memory_table(cost) * GIB
+    assert memory.sum(axis=1).tolist() == pytest.approx([68.0, 105.0], rel=1e-12)
+    # stage 0: 30 B of weights, 30 of gradients, 4 saved for the microbatch in progress and 4 for the other in flight
+    assert memory.loc[0].to_dict() == pytest.approx({"weights_gib": 30.0, "weight_cache_gib": 0.0, "gradients_gib": 30.0,
+                                                     "optimizer_state_gib": 0.0, "activations_gib": 4.0, "stash_gib": 4.0,
+                                                     "zero_buffers_gib": 0.0})
+    assert sum(busiest_memory(memory_table(cost)).values()) == pytest.approx(105.0 / GIB)

@@ -17,7 +17,7 @@ from phaze.report.study import final_table
 from phaze.search import run_study, trials_frame
 from phaze.search.bounds import latencies_at
 from phaze.search.evaluator import MORE_IS_FASTER
-from phaze.search.study import tracker_for
+from phaze.search.study import progress_total, tracker_for
 
 pytestmark = pytest.mark.slow
 
@@ -194,3 +194,14 @@ def test_a_preset_baseline_is_the_preset_evaluated_alone(base):
     assert out.speedup_searched == pytest.approx(out.best.throughput_seq_s / searched.throughput_seq_s, rel=1e-12)
     table = final_table(out)
     assert list(table.design) == ["searched", "tpuv4_modern + expert placement", "tpuv4_modern + searched placement"]
+
+
+def test_the_progress_total_is_what_the_bound_order_visits(base):
+    """The bar of a branch-and-bound study counts to the points whose work bound beats the best value: the order visits
+    exactly those (each claimed by a trial or passed over), then the next one stops the study."""
+    out = study(base, "search=bound")
+    total = progress_total(out.evaluator.cfg, out.evaluator, out.best.throughput_seq_s)
+    assert total == int(np.count_nonzero(out.evaluator.work_bound > out.best.throughput_seq_s))
+    assert 0 < total < len(out.evaluator)
+    assert out.study.sampler.cursor == total + 1
+    assert progress_total(out.evaluator.cfg, out.evaluator, None) == len(out.evaluator)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phaze.cost.network import Network
-from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.placement.memory import state_bytes_per_param_byte, state_components
 
 OPTIMIZERS = ("sgd", "adam")
 RECOMPUTE_GRANULARITIES = ("layer", "stage")
@@ -212,6 +212,11 @@ class PlacementInput:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
         return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
                                           self.master_bytes_per_param or None, self.weight_cache_bytes_per_param_byte)
+
+    def state_parts(self, zero: int = 0, shards: int = 1) -> dict[str, float]:
+        """state_mult split into weights, weight caches, gradients and optimizer state (phaze.placement.memory)."""
+        return state_components(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
+                                self.master_bytes_per_param or None, self.weight_cache_bytes_per_param_byte)
 
     def memory_param_bytes(self, prm: np.ndarray, expert: np.ndarray, zero: int, shards: int, ep: int) -> np.ndarray:
         """Weights as the memory formulas read them, state_mult(zero, shards) bytes each: the expert weights

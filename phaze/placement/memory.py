@@ -45,19 +45,30 @@ def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, ma
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
-def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1,
-                               grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None,
-                               weight_cache_copies: float = 0.0) -> float:
-    """Bytes of weights + gradients + optimizer state per byte of (unsharded) weights held by a device,
-    with ZeRO stage `zero` sharding over `shards` ranks; gradients kept in `grad_bytes_per_elem` (default:
-    the training precision; Megatron keeps bf16 runs' gradients in fp32); `weight_cache_copies` more bytes
-    per weight byte kept beside the weights (FP8 training's weight caches), sharded with them."""
+STATE_PARTS = ("weights", "weight_cache", "gradients", "optimizer_state")
+"""What a device keeps per byte of its weights: the weights, FP8 training's weight caches, the gradients and the
+optimizer state, each sharded as the ZeRO stage shards it."""
+
+
+def state_components(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1, grad_bytes_per_elem: int | None = None,
+                     master_bytes_per_param: int | None = None, weight_cache_copies: float = 0.0) -> dict[str, float]:
+    """Bytes of each of STATE_PARTS per byte of (unsharded) weights held by a device, with ZeRO stage `zero`
+    sharding over `shards` ranks (stage 1 the optimizer state, 2 also the gradients, 3 also the weights and their
+    caches); gradients kept in `grad_bytes_per_elem` (default: the training precision; Megatron keeps bf16 runs'
+    gradients in fp32); `weight_cache_copies` more bytes per weight byte kept beside the weights (FP8 training)."""
     if zero not in ZERO_STAGES:
         raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
     optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param)
     grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem
-    if zero == 0:
-        return WEIGHT_COPIES + weight_cache_copies + grads + optimizer_state
-    weights = (WEIGHT_COPIES + weight_cache_copies) / shards if zero >= 3 else WEIGHT_COPIES + weight_cache_copies
-    grads = grads / shards if zero >= 2 else grads
-    return weights + grads + optimizer_state / shards
+    weight_shards = shards if zero >= 3 else 1
+    return {"weights": WEIGHT_COPIES / weight_shards, "weight_cache": weight_cache_copies / weight_shards,
+            "gradients": grads / (shards if zero >= 2 else 1), "optimizer_state": optimizer_state / (shards if zero >= 1 else 1)}
+
+
+def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1,
+                               grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None,
+                               weight_cache_copies: float = 0.0) -> float:
+    """Bytes of weights + gradients + optimizer state per byte of (unsharded) weights held by a device: the sum of
+    state_components."""
+    return sum(state_components(optimizer, bytes_per_elem, zero, shards, grad_bytes_per_elem, master_bytes_per_param,
+                                weight_cache_copies).values())

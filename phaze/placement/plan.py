@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from phaze.placement.dp import (
-    S_B, S_F, S_P, S_PMAX, S_RB, S_S, S_SI, extend_stage, inflight_microbatches, new_stage, stage_compute_s,
+    S_B, S_F, S_OPT, S_P, S_PMAX, S_RB, S_S, S_SI, extend_stage, inflight_microbatches, new_stage, stage_compute_s,
     stage_core_s, stage_memory_bytes, stage_recomputes,
 )
 from phaze.placement.inputs import PlacementInput
@@ -103,6 +103,12 @@ class PlanCost:
     """Timeline step: each rank's last slot (Z)."""
     bubble_slots: float = 0.0
     """(p - 1) / vp: pipeline fill and drain, in bottleneck loads."""
+    stage_time_parts: tuple[dict, ...] = ()
+    """Per pipeline rank, a microbatch's load by component (fwd, bwd, recompute: compute seconds; tp, p2p, zero:
+    exposed communication; they sum to the load) and the step's optimizer update (opt)."""
+    stage_memory_parts: tuple[dict, ...] = ()
+    """Per pipeline rank, its memory by component (phaze.placement.memory.STATE_PARTS, activations of the microbatch
+    in progress, the stash of the others in flight, ZeRO's unsharded buffers): they sum to stage_memory_bytes."""
 
     @property
     def bottleneck(self) -> int:
@@ -215,19 +221,24 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
     mem_prm = inp.memory_param_bytes(arrays["prm"], arrays["exp"], plan.zero, shards, plan.ep)
     n_chunks = len(plan.stages)
     ranks = [dict(load=0.0, tail=0.0, compute=0.0, tp=0.0, p2p=0.0, zero=0.0, param=0.0, saved=0.0, inputs=0.0,
-                  rebuild=float("-inf"), pmax=0.0, first_input=0.0, activations=0.0) for _ in range(pp)]
+                  rebuild=float("-inf"), pmax=0.0, first_input=0.0, activations=0.0, one_microbatch=0.0, fwd=0.0, bwd=0.0,
+                  recompute=0.0, opt=0.0, param_raw=0.0, expert_raw=0.0) for _ in range(pp)]
+    selective = plan.recompute == "selective"
     for idx, (first, last, t) in enumerate(plan.stages):
         rank = idx % pp
         ti = inp.tp_index(t)
         to_end = pp - rank if vp > 1 else n_chunks - idx
         rcs = bool(stage_recomputes(full, to_end, per_layer))
         st = new_stage()
-        tpf = tpb = 0.0
+        tpf = tpb = core_fwd = 0.0
         for part in range(first, last + 1):
             extend_stage(st, ti, part, arrays["fwd"], arrays["bwd"], mem_prm, arrays["sav"], arrays["inb"], tl,
                          rcs, per_layer, timeline)
             tpf += float(inp.tp_comm_fwd_s[vi, ti, part])
             tpb += float(inp.tp_comm_bwd_s[vi, ti, part])
+            core_fwd += float(inp.core_fwd_s[vi, ti, part]) if selective else 0.0
+            ranks[rank]["param_raw"] += float(arrays["prm"][ti, part])
+            ranks[rank]["expert_raw"] += float(arrays["exp"][ti, part])
         width = np.array([t])
         recv = float(inp.boundary_s(arrays["inb"][[ti], first], vi, width, same_node)[0]) if idx > 0 else 0.0
         send = float(inp.boundary_s(arrays["outb"][[ti], last], vi, width, same_node)[0]) if idx < n_chunks - 1 else 0.0
@@ -242,9 +253,15 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
         r["p2p"] += recv + send
         r["zero"] += zero_comm
         r["compute"] += load - tp_comm - recv - send - zero_comm
+        r["fwd"] += float(st[S_F]) - tpf
+        r["bwd"] += float(st[S_B]) - tpb - core_fwd
+        r["recompute"] += core_fwd + (float(st[S_F]) - tpf if rcs else 0.0)
+        r["opt"] += float(st[S_OPT])
         if vp > 1:
-            r["activations"] += float(stage_memory_bytes(0.0, st[S_S], float(arrays["inb"][ti, first]), st[S_SI], 0.0,
-                                                         interleaved_chunk_inflight(rank, idx // pp, pp, vp, m), rcs, per_layer, mult))
+            chunk_memory = (float(stage_memory_bytes(0.0, st[S_S], float(arrays["inb"][ti, first]), st[S_SI], 0.0, inflight, rcs, per_layer, mult))
+                            for inflight in (interleaved_chunk_inflight(rank, idx // pp, pp, vp, m), 1))
+            r["activations"] += next(chunk_memory)
+            r["one_microbatch"] += next(chunk_memory)
         if r["param"] == 0.0 and r["saved"] == 0.0:
             r["first_input"] = float(arrays["inb"][ti, first])
         r["param"] += float(st[S_P])
@@ -253,18 +270,27 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
         r["rebuild"] = max(r["rebuild"], float(st[S_RB]))
         r["pmax"] = max(r["pmax"], float(st[S_PMAX]))
         r["rcs"] = rcs
-    loads, mems, ars = [], [], []
+    loads, mems, ars, mem_parts = [], [], [], []
+    dense_state, expert_state = inp.state_parts(plan.zero, shards), inp.state_parts(plan.zero, max(1, shards // plan.ep))
     for rank, r in enumerate(ranks):
         if vp > 1:
             rebuild = r["rebuild"] if r["rcs"] and per_layer else 0.0
             mem = r["param"] * mult + r["activations"] + rebuild
+            one, held = r["one_microbatch"] + rebuild, r["activations"] + rebuild
         else:
+            inflight = int(inflight_microbatches(pp - rank, m))
             mem = float(stage_memory_bytes(r["param"], r["saved"], r["first_input"], r["inputs"], r["rebuild"],
-                                           int(inflight_microbatches(pp - rank, m)), r["rcs"], per_layer, mult))
+                                           inflight, r["rcs"], per_layer, mult))
+            held = mem - r["param"] * mult
+            one = float(stage_memory_bytes(0.0, r["saved"], r["first_input"], r["inputs"], r["rebuild"], 1, r["rcs"], per_layer, mult))
         if transient > 0.0:
             mem += transient * r["pmax"]
+        dense = r["param_raw"] - r["expert_raw"]
+        parts = {name: dense * dense_state[name] + r["expert_raw"] * expert_state[name] for name in dense_state}
+        parts.update(activations=one, stash=held - one, zero_buffers=transient * r["pmax"])
         loads.append(r["load"])
         mems.append(mem)
+        mem_parts.append(parts)
         ars.append(0.0 if timeline else float(inp.network.allreduce_s(r["param"], plan.dp, k_pipe)))
     bubble = (pp - 1) / vp
     max_load = max(loads)
@@ -297,4 +323,6 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
         stage_dp_allreduce_s=tuple(ars),
         stage_tail_s=tuple(tails),
         bubble_slots=bubble,
+        stage_time_parts=tuple({k: r[k] for k in ("fwd", "bwd", "recompute", "tp", "p2p", "zero", "opt")} for r in ranks),
+        stage_memory_parts=tuple(mem_parts),
     )

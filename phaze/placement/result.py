@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from phaze.placement.breakdown import rank_time
 from phaze.placement.inputs import PlacementInput
 from phaze.placement.plan import Plan, PlanCost
 
@@ -86,26 +87,14 @@ class PlacementResult:
 
 
 def breakdown_of(cost: PlanCost) -> dict[str, float]:
-    """Split the time per batch: m loads of the bottleneck rank (compute, TP, p2p and, in the timeline,
-    per-microbatch ZeRO communication), the bubble ((p - 1) / vp loads), then PHAZE's all-reduce
-    after the flush, or the timeline's step tail (the slowest rank's last slot beyond one load)."""
+    """Where the time per batch goes on the bottleneck rank (phaze.placement.breakdown.rank_time: compute,
+    recompute, exposed TP / p2p / ZeRO communication over m microbatches, the bubble, the step's tail); the
+    values sum to it."""
     if not cost.stage_load_s:
         return {}
-    b = cost.bottleneck
-    m = cost.microbatches
-    load = cost.stage_load_s[b]
-    out = {
-        "compute_s": m * cost.stage_compute_s[b],
-        "bubble_s": cost.bubble_slots * load,
-        "tp_comm_s": m * cost.stage_tp_comm_s[b],
-        "p2p_s": m * cost.stage_p2p_s[b],
-    }
-    if cost.stage_tail_s:
-        out["zero_comm_s"] = m * cost.stage_zero_comm_s[b]
-        out["step_tail_s"] = max(load, max(cost.stage_tail_s)) - load
-    else:
-        out["dp_allreduce_s"] = max(cost.stage_dp_allreduce_s)
-    return out
+    row = rank_time(cost, cost.bottleneck)
+    row.pop("idle_s")
+    return row
 
 
 def result_from_cost(inp: PlacementInput, cost: PlanCost) -> PlacementResult:

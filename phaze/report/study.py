@@ -52,6 +52,16 @@ def final_table(outcome: StudyOutcome) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def display_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The table as a person reads it: columns whose values are all whole numbers (missing ones aside) as integers."""
+    out = df.copy()
+    for column in out.columns:
+        values = out[column]
+        if pd.api.types.is_float_dtype(values) and values.notna().any() and (values.dropna() % 1 == 0).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
 def pareto_mask(throughput: np.ndarray, area: np.ndarray) -> np.ndarray:
     """Points no other point beats on both throughput (higher) and area (lower)."""
     order = np.lexsort((-throughput, area))

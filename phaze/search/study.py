@@ -235,6 +235,14 @@ class Objective:
         self._set_record(trial, params, metrics, {"pruned": False})
 
 
+def progress_total(cfg, evaluator: SpaceEvaluator, best: float | None) -> int:
+    """What a branch-and-bound study still has to decide: the points whose work bound (on the objective) beats the
+    best value so far, every point before there is one. The order visits them first; the next one stops the study."""
+    if best is None:
+        return len(evaluator)
+    return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > best))
+
+
 def n_trials_for(cfg, evaluator: SpaceEvaluator) -> int:
     """Trials to run: every point for grid and bound order (they stop on their own), search.n_trials otherwise."""
     if cfg.search.sampler in ORDERED:
@@ -274,8 +282,12 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
     if cfg.search.sampler == "bound" and objective.prune:
         study.sampler.skip = objective.cannot_win
     total = n_trials_for(cfg, evaluator)
-    bar = tqdm(total=max(0, total - n_finished(study)), desc="trials", disable=not progress, leave=False)
-    shown = {"pruned": 0, "best": None}
+    bounded = cfg.search.sampler == "bound" and objective.prune
+    done_so_far = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    best_so_far = max((t.value for t in done_so_far), default=None) if not multi else None
+    bar = tqdm(total=progress_total(cfg, evaluator, best_so_far) if bounded else max(0, total - n_finished(study)),
+               desc="points" if bounded else "trials", disable=not progress, leave=False)
+    shown = {"pruned": 0, "best": best_so_far}
 
     def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         """After each trial: advance the bar (pruned, passed over, best so far), stop when the study has all it needs."""
@@ -287,7 +299,12 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
             if shown["best"] is not None:
                 postfix["best"] = f"{shown['best']:.6g}"
             bar.set_postfix(postfix, refresh=False)
-            bar.update(1)
+            if bounded:  # points decided (claimed or passed over) out of those whose work bound still beats the best
+                bar.total = progress_total(cfg, evaluator, shown["best"])
+                bar.n = min(study.sampler.cursor, bar.total)
+                bar.refresh()
+            else:
+                bar.update(1)
         # Optuna answers a one-point space's suggestion itself, without the sampler: count the claims too
         exhausted = ordered and (study.sampler.exhausted or claims.count() >= len(evaluator))
         if exhausted:
