@@ -6,7 +6,9 @@ Runs an exhaustive, unpruned search on hw=tiny_grid (the tiny model of the searc
 temporary SQLite store, starts `mlflow ui` on it, and drives headless Chromium (Debian packages
 `chromium`, `chromium-driver`) as a user would: the runs table with metric and hw.* columns, a
 parallel-coordinates chart of hw.* against throughput_seq_s, and a scatter of area_mm2 against
-throughput_seq_s. tests/test_dashboard.py drives the same UI through this module.
+throughput_seq_s. Then `python -m phaze.run` on the same model with a two-stage expert plan, and the
+artifacts it logs with its best trial: the per-stage breakdown and the pipeline timeline.
+tests/test_dashboard.py drives the same UI through this module.
 """
 
 from __future__ import annotations
@@ -81,6 +83,19 @@ def run_tracked_study(overrides: list[str], uri: str, cache: Path):
     out = run_study(cfg, tracker, progress=False)
     tracker.finish({"n_trials": out.n_trials})
     return tracker
+
+
+def run_cli_study(overrides: list[str], uri: str, workdir: Path) -> tuple[str, str]:
+    """`python -m phaze.run` logged to `uri`: (experiment id, the study's parent run id)."""
+    import mlflow
+
+    proc = subprocess.run([sys.executable, "-m", "phaze.run", *overrides, f"tracking.uri={uri}", f"cache_dir={workdir / 'cache'}",
+                           f"search.storage=sqlite:///{workdir / 'studies.db'}"], capture_output=True, text=True, cwd=workdir)
+    if proc.returncode:
+        raise RuntimeError(f"phaze.run failed: {proc.stderr[-2000:]}")
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["phaze"], filter_string="tags.phaze_role = 'study'")
+    return str(runs.experiment_id.iloc[0]), str(runs.run_id.iloc[0])
 
 
 def free_port() -> int:
@@ -260,6 +275,18 @@ class Dashboard:
         # parallel coordinates draw on canvases, the other charts are plotly SVGs
         return self.find("//*[@role='dialog'][.//canvas or .//*[contains(@class, 'main-svg')]]//*[contains(@class, 'modal-content')]")
 
+    def open_artifact(self, experiment_id: str, run_id: str, path: str):
+        """The run's artifact `path` previewed on its Artifacts tab (assistant closed, sidebar hidden); returns the image."""
+        self.driver.get(f"{self.base_url}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{path}")
+        self.driver.refresh()  # a new hash on the same page does not reload the preview
+        image = self.find(f"//img[@alt='{path}']")
+        for close in self.driver.find_elements(By.XPATH, "//button[@aria-label='Close'][not(ancestor::*[@role='dialog'])]"):
+            if close.is_displayed():
+                close.click()
+        self.collapse_sidebar()
+        self.wait.until(lambda d: image.get_attribute("complete") == "true" and int(image.get_attribute("naturalWidth")) > 0)
+        return image
+
     def close_dialog(self) -> None:
         """Close the open dialog and wait until it is gone."""
         self.click("//*[@role='dialog']//button[@aria-label='Close']")
@@ -300,6 +327,23 @@ def capture(url: str, experiment_id: str, out: Path, profile: Path) -> list[Path
     return paths
 
 
+EXPLAINED_STUDY = ["hw=tiny_grid", "hw.inter_op_parallel=false", "search.placement=expert", "model.expert.pp=2", "model.expert.dp=8",
+                   "model.expert.tp=1"]
+"""The study whose best trial's breakdown and timeline are shown: the tiny model on a two-stage expert pipeline."""
+ARTIFACTS = ("breakdown_gpt2.png", "timeline_gpt2.png")
+
+
+def capture_artifacts(url: str, experiment_id: str, run_id: str, out: Path, profile: Path) -> list[Path]:
+    """Screenshots of the best trial's breakdown and timeline figures as MLflow shows the parent run's artifacts."""
+    paths = [out / f"dashboard-{name}" for name in ARTIFACTS]
+    with chromium(profile) as driver:
+        dash = Dashboard(driver, url)
+        for name, path in zip(ARTIFACTS, paths):
+            dash.open_artifact(experiment_id, run_id, name)
+            screenshot(driver.get_screenshot_as_png(), path)
+    return paths
+
+
 def main() -> None:
     """Run the docs' study, serve it with `mlflow ui` and write the screenshots."""
     root = Path(__file__).resolve().parents[1]
@@ -313,6 +357,12 @@ def main() -> None:
         tracker = run_tracked_study(TINY_MODEL + DOCS_STUDY, uri, tmp / "cache")
         with mlflow_ui(uri, tmp / "mlflow-ui.log") as url:
             for path in capture(url, tracker.experiment_id, out, tmp / "chromium"):
+                print(path, path.stat().st_size, "bytes")
+        explained = tmp / "explained"
+        explained.mkdir()
+        experiment_id, run_id = run_cli_study(TINY_MODEL + EXPLAINED_STUDY, f"sqlite:///{explained / 'mlflow.db'}", explained)
+        with mlflow_ui(f"sqlite:///{explained / 'mlflow.db'}", tmp / "mlflow-ui-2.log") as url:
+            for path in capture_artifacts(url, experiment_id, run_id, out, tmp / "chromium-2"):
                 print(path, path.stat().st_size, "bytes")
 
 

@@ -25,6 +25,7 @@ from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS, Workload
+from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
 from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, with_precision
 
@@ -253,12 +254,13 @@ def load_workloads(cfg) -> dict[int, Workload]:
     """The model's workload at every microbatch size of the training config, with every shard its placement
     space needs (cached on disk as traced; the precision and the compat switches apply after the cache)."""
     model = training_model(cfg)
+    step = forward_only if cfg.train.get("forward_only") else (lambda workload: workload)
     return {
-        int(mbs): with_phaze_conventions(
+        int(mbs): step(with_phaze_conventions(
             with_precision(extract_workload(model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir,
                                             sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")),
                                             ep_values=tuple(options(cfg, "ep"))), cfg.train.precision),
-            compat_of(cfg), str(model.family))
+            compat_of(cfg), str(model.family)))
         for mbs in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)
     }
 

@@ -239,7 +239,9 @@ class TrainCfg:
     # Bytes of Adam's master copy of a weight below fp32 (null: an fp32 copy, 4; NeMo's Apex distributed Adam keeps
     # only the 16 bits a bf16 weight lacks: 2).
     master_bytes_per_param: Optional[int] = None
-    optimizer: str = "sgd"  # sgd | adam
+    optimizer: str = "sgd"  # sgd | adam | none (inference: no gradients, no optimizer state, nothing reduced)
+    # Only the forward pass (inference, phaze.workload.inference): with optimizer none, what train=inference runs.
+    forward_only: bool = False
     # A value or a list of values to search: `train.mbs=4` or `train.mbs=[1,2,4,8]` (phaze.config_values checks them).
     mbs: Any = field(default_factory=lambda: [1, 2, 4, 8])
     # none | selective (attention core) | full, or booleans (false = none, true = full); one or a list.

@@ -319,3 +319,13 @@ def test_every_stage_row_sums_to_the_step_and_its_memory():
                                                      "optimizer_state_gib": 0.0, "activations_gib": 4.0, "stash_gib": 4.0,
                                                      "zero_buffers_gib": 0.0})
     assert sum(busiest_memory(memory_table(cost)).values()) == pytest.approx(105.0 / GIB)
+
+
+def test_inference_keeps_the_weights_alone_and_reduces_nothing():
+    """optimizer none (train=inference): no gradients or optimizer state, and PHAZE's step without its all-reduce:
+    the two-stage plan of test_two_stage_plan_time_memory_and_breakdown takes 11 x (4 + 2 - 1) s, not + 50."""
+    assert state_bytes_per_param_byte("none", 2) == 1.0
+    r = evaluate_fixed(chain(optimizer="none"), dp=2, pp=2, tp=1, mbs=1, recompute=False)
+    assert r.time_per_batch_s == 11.0 * (4 + 2 - 1)
+    assert r.breakdown["dp_allreduce_s"] == 0.0
+    assert r.memory_per_stage_bytes == (30.0 + 8.0, 50.0 + 5.0)  # weights + the activations of the in-flight microbatches

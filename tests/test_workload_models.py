@@ -41,3 +41,18 @@ def test_a_head_width_apart_from_the_hidden_size():
     layer = attention + mlp + 2 * 2 * h  # two LayerNorms
     assert count_params(cfg)[0] == n * layer + 2 * v * h + 2 * h
     assert count_params(cfg)[0] / 1e9 == pytest.approx(52.35, abs=0.005)
+
+
+def test_forward_only_keeps_the_forward_and_the_weights():
+    """train=inference: every part's backward is empty and nothing is saved for it; weights and forward unchanged."""
+    from phaze.workload.extract import extract_workload
+    from phaze.workload.inference import forward_only
+
+    cfg = compose_cfg("model=gpt2", "model.num_layers=2", "model.hidden_size=256", "model.num_heads=4", "model.num_kv_heads=4",
+                      "model.ffn_hidden_size=1024", "model.seq_len=128", "model.max_position_embeddings=128", "model.vocab_size=1000").model
+    w = extract_workload(cfg, 1, 2, (1,))
+    f = forward_only(w)
+    for part in ("pre", "layer", "post"):
+        g, h = w.part(1, part), f.part(1, part)
+        assert len(h.bwd) == 0 and h.saved_bytes == 0.0 and h.fwd is g.fwd and h.param_bytes == g.param_bytes
+    assert f.train_matmul_flops_per_seq(1) == pytest.approx(w.train_matmul_flops_per_seq(1) / 3, rel=0.01)  # backward: 2x forward

@@ -25,7 +25,8 @@ import numpy as np
 from phaze.cost.network import Network
 from phaze.placement.memory import state_bytes_per_param_byte, state_components
 
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "none")
+"""none: inference, no gradients to keep or reduce (train=inference)."""
 RECOMPUTE_GRANULARITIES = ("layer", "stage")
 """Checkpoints kept under recompute: each part's input (Megatron-LM) or the stage input (PHAZE)."""
 STEP_MODELS = ("phaze", "timeline")
@@ -224,6 +225,11 @@ class PlacementInput:
         if ep <= 1 or not np.any(expert):
             return prm
         return prm + expert * (self.state_mult(zero, shards // ep) / self.state_mult(zero, shards) - 1.0)
+
+    @property
+    def reduces_gradients(self) -> bool:
+        """Whether a step ends with the data-parallel gradient reduction (not for inference: optimizer none)."""
+        return self.optimizer != "none"
 
     @property
     def grad_bytes_per_param_byte(self) -> float:

@@ -3,7 +3,8 @@
 Optimizer accounting per parameter (mixed precision, ZeRO: Rajbhandari et al. 2020, arXiv 1910.02054,
 §3.1 and §5): weights and gradients in the training precision, plus for Adam fp32 momentum and variance
 (8 bytes) and, below fp32, an fp32 master copy (4 bytes): 2 + 2 + 12 = 16 bytes per parameter in fp16.
-SGD is weights + gradients, as PHAZE (reference/phaze-method.md §6.3), no momentum buffer.
+SGD is weights + gradients, as PHAZE (reference/phaze-method.md §6.3), no momentum buffer; `none` (inference)
+the weights alone.
 ZeRO shards over the gradient-reduction group (data x context parallel ranks): stage 1 the optimizer
 state, stage 2 also the gradients, stage 3 also the weights (ZeRO §5, Pos / Pos+g / Pos+g+p).
 Activations and the stash of in-flight microbatches, with stage (PHAZE) or per-layer (Megatron-LM)
@@ -36,7 +37,7 @@ Zhao et al. 2023, arXiv 2304.11277, §3.3 'forward/backward prefetching')."""
 def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, master_bytes_per_param: int | None = None) -> float:
     """Optimizer-state bytes per byte of weights (0 for SGD, 12 / bytes for mixed-precision Adam; a master copy of
     `master_bytes_per_param` instead of fp32's 4 where the framework stores less)."""
-    if optimizer == "sgd":
+    if optimizer in ("sgd", "none"):
         return 0.0
     if optimizer == "adam":
         master = FP32_MASTER_BYTES_PER_PARAM if master_bytes_per_param is None else float(master_bytes_per_param)
@@ -59,7 +60,7 @@ def state_components(optimizer: str, bytes_per_elem: int, zero: int = 0, shards:
     if zero not in ZERO_STAGES:
         raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
     optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param)
-    grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem
+    grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem if optimizer != "none" else 0.0
     weight_shards = shards if zero >= 3 else 1
     return {"weights": WEIGHT_COPIES / weight_shards, "weight_cache": weight_cache_copies / weight_shards,
             "gradients": grads / (shards if zero >= 2 else 1), "optimizer_state": optimizer_state / (shards if zero >= 1 else 1)}

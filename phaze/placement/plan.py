@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from phaze.placement.dp import (
-    S_B, S_F, S_OPT, S_P, S_PMAX, S_RB, S_S, S_SI, extend_stage, inflight_microbatches, new_stage, stage_compute_s,
+    S_B, S_F, S_OPT, S_P, S_PMAX, S_RB, S_S, S_SI, TL_FIELDS, extend_stage, inflight_microbatches, new_stage, stage_compute_s,
     stage_core_s, stage_memory_bytes, stage_recomputes,
 )
 from phaze.placement.inputs import PlacementInput
@@ -217,7 +217,8 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
     per_layer = inp.per_layer_recompute
     full = plan.recompute == "full"
     widths = inp.tp_values.astype(np.int64)
-    tl = plan_timeline(inp, plan, arrays["prm"], widths, k_pipe, arrays["exp"]) if timeline else np.zeros((1, 1, 1))
+    tl = plan_timeline(inp, plan, arrays["prm"], widths, k_pipe, arrays["exp"]) if timeline and inp.reduces_gradients \
+        else np.zeros((len(TL_FIELDS), len(widths), inp.num_parts))
     mem_prm = inp.memory_param_bytes(arrays["prm"], arrays["exp"], plan.zero, shards, plan.ep)
     n_chunks = len(plan.stages)
     ranks = [dict(load=0.0, tail=0.0, compute=0.0, tp=0.0, p2p=0.0, zero=0.0, param=0.0, saved=0.0, inputs=0.0,
@@ -291,7 +292,7 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
         loads.append(r["load"])
         mems.append(mem)
         mem_parts.append(parts)
-        ars.append(0.0 if timeline else float(inp.network.allreduce_s(r["param"], plan.dp, k_pipe)))
+        ars.append(0.0 if timeline or not inp.reduces_gradients else float(inp.network.allreduce_s(r["param"], plan.dp, k_pipe)))
     bubble = (pp - 1) / vp
     max_load = max(loads)
     if timeline:

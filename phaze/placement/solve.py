@@ -244,6 +244,8 @@ def _state(inp: PlacementInput, config: Config, group: Group) -> tuple[float, fl
 def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -> np.ndarray:
     if inp.step_model == "phaze":
         return NO_TIMELINE
+    if not inp.reduces_gradients:
+        return np.zeros((len(dp.TL_FIELDS), *chain.prm.shape))
     return timeline_arrays(
         chain.prm, chain.tp, inp.network, zero=config.zero, dp=group.replicas[0][0], cp=int(inp.cp_values[config.vi]),
         replicas=group.replicas_within, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
@@ -313,6 +315,8 @@ def final_round(inp, fronts, group: Group, link: bool | None, best: float) -> tu
         q, k, load, tail = qs[sel], ks[sel], loads[sel], tails[sel]
         if inp.step_model == "timeline":
             tpb = load * (m + q - 2).astype(np.float64) + np.maximum(load, tail)
+        elif not inp.reduces_gradients:
+            tpb = load * (m + q - 1).astype(np.float64)
         else:
             allreduce = np.empty(len(k))
             uniq, inverse = np.unique(k, return_inverse=True)

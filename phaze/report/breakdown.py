@@ -13,7 +13,7 @@ from phaze.pipeline import Explanation, explain  # noqa: E402
 
 def breakdown_figure(explanation: Explanation, title: str = ""):
     """Two stacked-bar panels, one bar per pipeline stage: the step's seconds by component, and memory by component."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.35 * max(3, len(explanation.time_s))))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 2.2 + 0.45 * len(explanation.time_s)))
     time = explanation.time_s.loc[:, explanation.time_s.sum() > 0]
     memory = explanation.memory_gib.loc[:, explanation.memory_gib.sum() > 0]
     time.rename(columns=lambda c: c.removesuffix("_s")).plot.barh(stacked=True, ax=left, colormap="tab20", width=0.8)
@@ -22,7 +22,7 @@ def breakdown_figure(explanation: Explanation, title: str = ""):
     right.set(xlabel="GiB per device", ylabel="", title="memory")
     for ax in (left, right):
         ax.invert_yaxis()
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.38), ncol=4, frameon=False)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -127,7 +127,8 @@ def timeline_figure(cost: PlanCost, title: str = ""):
         start = b.start_s
         for kind, fraction in segments[b.kind]:
             width = fraction * (b.end_s - b.start_s)
-            bars[kind][b.rank].append((start, width))
+            if width > 0:
+                bars[kind][b.rank].append((start, width))
             start += width
     fig, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * cost.plan.pp))
     edge = 0.2 if len(blocks) < 400 else 0.0
