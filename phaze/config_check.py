@@ -366,6 +366,10 @@ def check_search(cfg) -> None:
     _choice(s.sampler, "search.sampler", SAMPLERS)
     _choice(s.objective, "search.objective", OBJECTIVES)
     _choice(s.placement, "search.placement", PLACEMENTS)
+    if s.get("timeout_s") is not None:
+        _positive(s.timeout_s, "search.timeout_s")
+    if s.sampler == "pareto" and s.objective != "throughput":
+        raise ConfigError(f"search.objective={s.objective!r}: search=pareto trades throughput against area and TDP; allowed: throughput")
     if s.objective == "throughput_per_tdp" and s.sampler == "nsga2":
         raise ConfigError("search.objective=throughput_per_tdp: allowed with samplers bound, grid, tpe (nsga2 optimises throughput vs area)")
     positive_ints(s.n_trials, "search.n_trials")

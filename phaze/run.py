@@ -18,6 +18,7 @@ from phaze.config_check import checked, run_cli
 from phaze.report.breakdown import best_explanations, breakdown_figure
 from phaze.report.study import display_table, final_table, history_figure, scatter_figure
 from phaze.report.timeline import timeline_figure
+from phaze.search.pareto import exact_fronts, fronts_figure
 from phaze.search.study import run_study, study_name, tracker_for
 from phaze.tracking import resolve_tracking_uri
 from phaze.summary import workload_summary
@@ -47,6 +48,9 @@ def main(cfg) -> None:
         prefix = "model" if not cfg.models else f"model.{one.model.name}"
         model_metrics.update({f"{prefix}.params": float(summary.params), f"{prefix}.train_flops_per_seq": summary.train_flops_per_seq})
     tracker = tracker_for(cfg)
+    if cfg.search.sampler == "pareto":
+        report_fronts(cfg, tracker, model_metrics)
+        return
     outcome = run_study(cfg, tracker)
     table = final_table(outcome)
     print(f"\nstudy {study_name(cfg)}: {outcome.n_trials} trials, {outcome.n_pruned} pruned, "
@@ -85,6 +89,27 @@ def main(cfg) -> None:
                      **{f"timeline_{m}.png": timeline_figure(e.cost, f"{m} on the best point: one training step") for m, e in explanations.items()}},
         )
         print(f"logged study to MLflow run {tracker.parent_id} (experiment {cfg.tracking.experiment})")
+        print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}")
+
+
+def report_fronts(cfg, tracker, model_metrics: dict) -> None:
+    """search=pareto: print and log the exact fronts of throughput against area and against TDP."""
+    ev, fronts = exact_fronts(cfg)
+    for front in fronts:
+        print(f"\nexact front of throughput against {front.cost}: {len(front.table)} points of {len(ev)}; {front.n_evaluated} "
+              f"evaluated, dismissed by their work bound {front.n_work}, placement bound {front.n_placement}, during "
+              f"evaluation {front.n_ilp}; {front.wall_s:.0f} s")
+        print(display_table(front.table).to_string(index=False))
+    if tracker is not None:
+        tracker.log_params({"model": "+".join(m.name for m in (cfg.models or [cfg.model])), "hw": cfg.hw.name, "cluster": cfg.cluster.name,
+                            "search.sampler": cfg.search.sampler})
+        metrics = {**model_metrics, "grid_size": len(ev)}
+        for front in fronts:
+            metrics.update({f"front_{front.cost}.points": len(front.table), f"front_{front.cost}.evaluated": front.n_evaluated,
+                            f"front_{front.cost}.wall_s": front.wall_s})
+        tracker.finish(metrics=metrics, tables={f"pareto_{f.cost}.json": f.table for f in fronts},
+                       figures={"pareto_fronts.png": fronts_figure(ev, fronts, f"{'+'.join(ev.model_names)} on {cfg.hw.name}")})
+        print(f"logged the fronts to MLflow run {tracker.parent_id} (experiment {cfg.tracking.experiment})")
         print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}")
 
 

@@ -320,6 +320,8 @@ class SearchCfg:
 
     sampler: str = "tpe"  # grid | tpe | nsga2
     n_trials: int = 200
+    # Stop proposing trials after this many seconds of search (null: no limit); a resumed study runs again as long.
+    timeout_s: Optional[float] = None
     seed: int = 0
     objective: str = "throughput"  # throughput | throughput_per_tdp
     prune: bool = True

@@ -16,7 +16,8 @@ from phaze.pipeline import evaluate_point
 from phaze.report.study import final_table
 from phaze.search import run_study, trials_frame
 from phaze.search.bounds import latencies_at
-from phaze.search.evaluator import MORE_IS_FASTER
+from phaze.search.evaluator import MORE_IS_FASTER, SpaceEvaluator
+from phaze.search.pareto import COSTS, exact_front, known_values, recorder
 from phaze.search.study import progress_total, tracker_for
 
 pytestmark = pytest.mark.slow
@@ -205,3 +206,23 @@ def test_the_progress_total_is_what_the_bound_order_visits(base):
     assert 0 < total < len(out.evaluator)
     assert out.study.sampler.cursor == total + 1
     assert progress_total(out.evaluator.cfg, out.evaluator, None) == len(out.evaluator)
+
+
+@pytest.mark.parametrize("cost", COSTS)
+def test_the_exact_front_is_the_exhaustive_grids_front(base, exhaustive, cost):
+    """search=pareto on tiny_grid: the front of throughput against area (and TDP) found by branch and bound is the
+    front of every point fully evaluated, with far fewer evaluations; a resumed run evaluates nothing again."""
+    ev = SpaceEvaluator(compose_config(*base))
+    values = exhaustive.sort_index().to_numpy()
+    costs = ev.points[cost].to_numpy()
+    expected, best = [], 0.0
+    for i in np.lexsort((-values, costs)):  # cheapest first, the fastest of equal cost first
+        if values[i] > best:
+            best = values[i]
+            expected.append((costs[i], values[i]))
+    study = optuna.create_study(direction="maximize")
+    front = exact_front(ev, cost, record=recorder(study, len(ev)))
+    assert list(zip(front.table[cost], front.table.throughput_seq_s)) == pytest.approx(expected, rel=1e-12)
+    assert front.n_evaluated == len(known_values(study)) < len(ev) / 2
+    again = exact_front(ev, cost, known=known_values(study))
+    assert again.n_evaluated == 0 and again.table.point.tolist() == front.table.point.tolist()

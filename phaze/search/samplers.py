@@ -7,7 +7,8 @@ from typing import Callable
 import numpy as np
 import optuna
 
-SAMPLERS = ("bound", "grid", "tpe", "nsga2")
+SAMPLERS = ("bound", "grid", "tpe", "nsga2", "pareto")
+"""pareto: the exact fronts of throughput against area and TDP (phaze.search.pareto), not an Optuna sampler."""
 ORDERED = ("bound", "grid")
 """Samplers that visit every point once in a fixed order, each point claimed by exactly one trial."""
 

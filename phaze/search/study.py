@@ -321,7 +321,7 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
 
     with graceful_interrupt(study) as interrupt:
         if more_to_do() or waiting(study):
-            study.optimize(objective, n_trials=None, callbacks=[done], catch=SKIPPED)
+            study.optimize(objective, n_trials=None, timeout=cfg.search.get("timeout_s"), callbacks=[done], catch=SKIPPED)
         while durable and not interrupt.requested and (waiting(study) or running(study)):
             if waiting(study):
                 study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
