@@ -119,6 +119,8 @@ def check_hw(hw) -> None:
             _positive(hw[name], f"hw.{name}")
     for name in ("tc_pe_um2", "vc_lane_um2"):
         _positive(hw.area[name], f"hw.area.{name}")
+    _positive(hw.area.tc_fp8_multiplier_um2, "hw.area.tc_fp8_multiplier_um2", allow_zero=True)
+    _positive(hw.power.pj_per_fp8_mac, "hw.power.pj_per_fp8_mac", allow_zero=True)
     _fraction(hw.area.logic_utilization, "hw.area.logic_utilization")
     for name in ("vc_control_um2", "hbm_controller_um2_per_stack", "serdes_um2_per_lane", "pcie_um2_per_lane"):
         _positive(hw.area[name], f"hw.area.{name}", allow_zero=True)

@@ -81,6 +81,8 @@ class AreaCfg:
     technology: str = ""
     source: str = ""
     tc_pe_um2: float = MISSING
+    # One FP8 multiplier: FP8 tensor cores (hw.fp8_matmul_ratio r > 0) add r of them to each PE.
+    tc_fp8_multiplier_um2: float = 0.0
     vc_lane_um2: float = MISSING
     # Per-core SRAM (KiB -> um^2) and global buffer (MiB -> um^2) tables, as sizes and areas.
     l2_kib: List[float] = field(default_factory=list)
@@ -113,6 +115,8 @@ class PowerCfg:
     technology: str = ""
     source: str = ""
     pj_per_mac: float = MISSING
+    # One FP8 multiply-accumulate (fp32 accumulation): at the FP8 peak, FP8 tensor cores draw this per MAC.
+    pj_per_fp8_mac: float = 0.0
     pj_per_vector_op: float = MISSING
     pj_per_glb_byte: float = MISSING
     pj_per_hbm_byte: float = MISSING

@@ -56,6 +56,21 @@ def test_a_modern_grid_point_takes_capacity_bandwidth_area_and_power_from_its_st
     assert more["area_mm2"].iloc[0] - row["area_mm2"].iloc[0] == pytest.approx(2 * (10.45 + 3.9996 / 0.7))
 
 
+def test_fp8_tensor_cores_pay_their_multipliers_area_and_the_fp8_peaks_power():
+    axes = pd.DataFrame([{"n_tc": 32, "tc_rows": 128, "tc_cols": 128, "n_vc": 8, "vc_width": 128, "glb_mib": 128,
+                          "hbm_stacks": 6, "hbm_generation": "hbm3"}])
+    bf16_hw, fp8_hw = compose_cfg("hw=modern_grid").hw, compose_cfg("hw=modern_grid", "hw.fp8_matmul_ratio=2").hw
+    (bf16_area, bf16_power), (fp8_area, fp8_power) = (point_components(hw, describe_points(hw, axes)) for hw in (bf16_hw, fp8_hw))
+    pes = 32 * 128 * 128
+    # Two 8-bit multipliers per PE, 282 um^2 each at 45 nm x 0.01926 (5 nm), placed at 70% utilization.
+    assert fp8_area["tc_macs"][0] - bf16_area["tc_macs"][0] == pytest.approx(pes * 2 * 5.431 / 0.7)
+    macs_per_s = pes * 1.5e9
+    assert bf16_power["macs"][0] == pytest.approx(macs_per_s * 0.1543e-12)
+    # At the FP8 peak, 2 FP8 MACs (8-bit multiply 0.2 pJ + fp32 add 0.9 pJ at 45 nm, x 0.0772) per bf16 MAC slot.
+    assert fp8_power["macs"][0] == pytest.approx(macs_per_s * 2 * 0.0849e-12)
+    assert {k: v for k, v in fp8_area.items() if k != "tc_macs"} == pytest.approx({k: v for k, v in bf16_area.items() if k != "tc_macs"})
+
+
 def test_modern_grid_is_enumerable_within_its_budgets():
     hw = compose_cfg("hw=modern_grid").hw
     space = enumerate_space(hw)

@@ -46,9 +46,10 @@ def stacks_for_capacity(hbm_gib, gib_per_stack: float):
 
 
 def area_components_um2(area, n_tc, tc_rows, tc_cols, n_vc, vc_width, tc_buffer_kib, vc_buffer_kib, glb_mib,
-                        hbm_stacks, hbm_phy_um2_per_stack, interconnect_lanes=0, pcie_lanes=0) -> dict:
+                        hbm_stacks, hbm_phy_um2_per_stack, interconnect_lanes=0, pcie_lanes=0, fp8_matmul_ratio=0.0) -> dict:
     """Per-component area (um^2) of each point under the area config `area` (an AreaCfg); the counts are
-    what the die holds (spare cores, stacks and buffer for yield included)."""
+    what the die holds (spare cores, stacks and buffer for yield included); FP8 tensor cores (`fp8_matmul_ratio` r > 0)
+    carry r FP8 multipliers more per PE."""
     n_tc = np.asarray(n_tc, dtype=float)
     n_vc = np.asarray(n_vc, dtype=float)
     stacks = np.asarray(hbm_stacks, dtype=float)
@@ -63,7 +64,7 @@ def area_components_um2(area, n_tc, tc_rows, tc_cols, n_vc, vc_width, tc_buffer_
         else sram_um2(np.asarray(glb_mib, dtype=float) * KIB, [], [], area.sram_um2_per_kib)
     )
     return {
-        "tc_macs": n_tc * np.asarray(tc_rows, float) * tc_cols * area.tc_pe_um2 * logic,
+        "tc_macs": n_tc * np.asarray(tc_rows, float) * tc_cols * (area.tc_pe_um2 + fp8_matmul_ratio * area.get("tc_fp8_multiplier_um2", 0.0)) * logic,
         "tc_buffers": n_tc * l2(tc_buffer_kib),
         "vc_lanes": n_vc * np.asarray(vc_width, float) * area.vc_lane_um2 * logic,
         "vc_buffers": n_vc * l2(vc_buffer_kib),

@@ -17,14 +17,16 @@ def operand_fetches_per_mac(tc_rows, tc_cols):
 
 
 def tdp_components_w(power, mac_per_s, vector_ops_per_s, glb_bytes_per_s, hbm_bytes_per_s, area_mm2,
-                     hbm_pj_per_byte=None, serdes_bits_per_s=0.0, operand_fetches_per_s=0.0) -> dict:
+                     hbm_pj_per_byte=None, serdes_bits_per_s=0.0, operand_fetches_per_s=0.0, fp8_matmul_ratio=0.0) -> dict:
     """Per-component power (W) at peak rates under the power config `power` (a PowerCfg). HBM energy is
     `hbm_pj_per_byte` per point when given (the stack model's generation), else `power.pj_per_hbm_byte`;
     `serdes_bits_per_s` is the off-chip links' traffic, both directions; `operand_fetches_per_s` the operands
-    the tensor-core arrays take at their peak (operand_fetches_per_mac x MACs per second)."""
+    the tensor-core arrays take at their peak (operand_fetches_per_mac x MACs per second). FP8 tensor cores
+    (`fp8_matmul_ratio` > 0) run that many FP8 MACs per bf16 MAC slot: the MACs draw the larger of the two peaks'
+    power (an FP8 operand is half a bf16 one: twice as many deliveries of half the bits cost the same)."""
     hbm_pj = power.pj_per_hbm_byte if hbm_pj_per_byte is None else np.asarray(hbm_pj_per_byte, dtype=float)
     return {
-        "macs": power.pj_per_mac * PJ * np.asarray(mac_per_s, dtype=float),
+        "macs": np.maximum(power.pj_per_mac, fp8_matmul_ratio * power.get("pj_per_fp8_mac", 0.0)) * PJ * np.asarray(mac_per_s, dtype=float),
         "operands": power.get("pj_per_operand_fetch", 0.0) * PJ * np.asarray(operand_fetches_per_s, dtype=float),
         "vector": power.pj_per_vector_op * PJ * np.asarray(vector_ops_per_s, dtype=float),
         "glb": power.pj_per_glb_byte * PJ * np.asarray(glb_bytes_per_s, dtype=float),

@@ -125,7 +125,7 @@ def point_components(hw, frame: pd.DataFrame) -> tuple[dict, dict]:
         n_vc=n_vc + hw.spare_cores, vc_width=frame["vc_width"].to_numpy(), tc_buffer_kib=frame["tc_buffer_kib"].to_numpy(),
         vc_buffer_kib=frame["vc_buffer_kib"].to_numpy(), glb_mib=frame["glb_mib"].to_numpy() + hw.spare_glb_mib,
         hbm_stacks=hbm["die_stacks"], hbm_phy_um2_per_stack=hbm["phy_um2"],
-        interconnect_lanes=hw.interconnect_lanes, pcie_lanes=hw.pcie_lanes,
+        interconnect_lanes=hw.interconnect_lanes, pcie_lanes=hw.pcie_lanes, fp8_matmul_ratio=float(hw.fp8_matmul_ratio),
     )
     area_mm2 = sum(area.values()) / UM2_PER_MM2
     mac_per_s = frame["peak_matmul_flops"].to_numpy() / FLOPS_PER_MAC
@@ -139,6 +139,7 @@ def point_components(hw, frame: pd.DataFrame) -> tuple[dict, dict]:
         area_mm2=area_mm2,
         hbm_pj_per_byte=hbm["pj_per_byte"],
         serdes_bits_per_s=hw.interconnect_lanes * hw.interconnect_gbit_s_per_lane * GBIT * BOTH_DIRECTIONS,
+        fp8_matmul_ratio=float(hw.fp8_matmul_ratio),
     )
     return area, power
 
