@@ -222,7 +222,7 @@ def test_the_exact_front_is_the_exhaustive_grids_front(base, exhaustive, cost):
             expected.append((costs[i], values[i]))
     study = optuna.create_study(direction="maximize")
     front = exact_front(ev, cost, record=recorder(study, len(ev)))
-    assert list(zip(front.table[cost], front.table.throughput_seq_s)) == pytest.approx(expected, rel=1e-12)
+    assert np.column_stack([front.table[cost], front.table.throughput_seq_s]) == pytest.approx(np.array(expected), rel=1e-12)
     assert front.n_evaluated == len(known_values(study)) < len(ev) / 2
     again = exact_front(ev, cost, known=known_values(study))
     assert again.n_evaluated == 0 and again.table.point.tolist() == front.table.point.tolist()
