@@ -21,28 +21,68 @@ import tempfile
 import time
 from pathlib import Path
 
+import optuna
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments.paper_comparison import RESULTS  # noqa: E402
+from phaze.search.study import MILPS_ATTR  # noqa: E402
 
 STAGES = (
     ("workload extraction", ("phaze/workload/", "torch/", "transformers/")),
-    ("list schedules", ("phaze/schedule/heuristic", "phaze/schedule/instance")),
+    ("list schedules", ("phaze/schedule/heuristic", "phaze/schedule/sgs", "phaze/schedule/instance")),
     ("layer MILPs", ("phaze/schedule/ilp", "phaze/schedule/backends", "gurobipy", "highspy", "phaze/schedule/layer")),
     ("placement DP", ("phaze/placement/",)),
     ("operator costs and bounds", ("phaze/cost/", "phaze/search/bounds", "phaze/schedule/bounds", "phaze/schedule/streams", "phaze/hardware/")),
     ("Optuna and its storage", ("optuna/", "sqlalchemy/", "sqlite3", "phaze/search/claims", "phaze/search/resume")),
     ("MLflow logging", ("mlflow/", "phaze/tracking/")),
+    ("search loop, evaluator, config", ("phaze/search/", "phaze/pipeline", "phaze/plan_space", "phaze/config", "omegaconf/", "hydra/")),
 )
-"""Stages by the path of a function's module (first match wins); everything else is `other`."""
+"""Stages by the path of a function's module, or a built-in's name (first match wins); everything else is `other`."""
 
 
-def stage_of(filename: str) -> str:
+def stage_of(filename: str, function: str) -> str:
+    where = f"{filename}:{function}"
     for stage, keys in STAGES:
-        if any(key in filename for key in keys):
+        if any(key in where for key in keys):
             return stage
     return "other"
+
+
+def stage_seconds(stats: dict) -> pd.Series:
+    """Seconds per stage: each function's own time (cProfile's tottime) to its module's stage; a library function's
+    (numpy, pandas, OmegaConf, built-ins) split among its callers' stages in proportion to each caller's cumulative
+    time in it, up the call graph until a stage's function is met."""
+    memo: dict = {}
+
+    def fractions(key, seen: frozenset) -> dict[str, float]:
+        stage = stage_of(key[0], key[2])
+        if stage != "other":
+            return {stage: 1.0}
+        if key in memo:
+            return memo[key]
+        callers = {c: v for c, v in stats[key][4].items() if c not in seen}
+        total = sum(v[3] for v in callers.values())
+        out: dict[str, float] = {}
+        for caller, v in callers.items():
+            for name, f in fractions(caller, seen | {key}).items():
+                out[name] = out.get(name, 0.0) + f * v[3] / total
+        memo[key] = out or {"other": 1.0}
+        return memo[key]
+
+    sys.setrecursionlimit(100_000)
+    seconds: dict[str, float] = {}
+    for key, row in stats.items():
+        for name, f in fractions(key, frozenset()).items():
+            seconds[name] = seconds.get(name, 0.0) + f * row[2]
+    return pd.Series(seconds).sort_values(ascending=False)
+
+
+def milp_closure(storage: str) -> pd.DataFrame:
+    """Every layer MILP of the study in `storage` (its only study): status, gap and solve seconds."""
+    study = optuna.load_study(study_name=None, storage=storage)
+    rows = [m for t in study.get_trials(deepcopy=False) for m in t.user_attrs.get(MILPS_ATTR, [])]
+    return pd.DataFrame(rows, columns=["status", "mip_gap", "solve_s"])
 
 
 def main() -> None:
@@ -53,23 +93,27 @@ def main() -> None:
         tmp = Path(tmp)
         common = [*args.overrides, f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"]
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "phaze.run", *common, f"cache_dir={tmp / 'plain'}", f"search.storage=sqlite:///{tmp / 'plain.db'}"],
+        subprocess.run([sys.executable, "-m", "phaze.run", *common, f"cache_dir={tmp / 'plain'}", f"schedule.cache_dir={tmp / 'plain' / 'schedule'}", f"search.storage=sqlite:///{tmp / 'plain.db'}"],
                        check=True, capture_output=True, cwd=tmp)
         plain_s = time.perf_counter() - start
+        milps = milp_closure(f"sqlite:///{tmp / 'plain.db'}")
         profile = tmp / "run.prof"
-        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "phaze.run", *common, f"cache_dir={tmp / 'profiled'}",
+        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "phaze.run", *common, f"cache_dir={tmp / 'profiled'}", f"schedule.cache_dir={tmp / 'profiled' / 'schedule'}",
                         f"search.storage=sqlite:///{tmp / 'profiled.db'}"], check=True, capture_output=True, cwd=tmp)
         stats = pstats.Stats(str(profile)).stats
-    own = pd.Series({key: row[2] for key, row in stats.items()})  # tottime
-    by_stage = own.groupby([stage_of(filename) for filename, _, _ in own.index]).sum().sort_values(ascending=False)
+    by_stage = stage_seconds(stats)
     table = pd.DataFrame({"seconds (profiled)": by_stage, "share": by_stage / by_stage.sum()})
     command = " ".join(["python", "experiments/profile_search.py", *sys.argv[1:]])
     page = "\n".join([
         "# Where a search's time goes", "",
         f"Generated by `{command}`: `python -m phaze.run {' '.join(args.overrides)}` from empty caches, "
         f"{plain_s:.0f} s of wall time without the profiler ({by_stage.sum():.0f} s of function time under cProfile, which "
-        "slows pure Python most). Each function's own time, by the stage its module belongs to:", "",
+        "slows pure Python most). Each function's own time by the stage its module belongs to, library code's by its callers':", "",
         table.to_markdown(floatfmt=".3g"), "",
+        f"Layer MILPs of the run without the profiler (from empty caches: none served by the schedule cache): {len(milps)}; "
+        f"closed within schedule.mip_gap: {(milps.status == 'optimal').sum()} ({(milps.status == 'optimal').mean():.0%}); "
+        f"median {milps.solve_s.median():.2f} s, max {milps.solve_s.max():.2f} s per MILP; largest gap left {milps.mip_gap.max():.1%}."
+        if len(milps) else "No layer MILP ran.", "",
     ])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "search_profile.md").write_text(page)

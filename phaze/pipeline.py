@@ -21,7 +21,7 @@ from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate
 from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table, time_table
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
-from phaze.schedule import heuristic_schedule, lower_bound_s, schedule_layer
+from phaze.schedule import LayerSchedule, heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS, Workload
@@ -94,6 +94,8 @@ class LayerLatencies:
         """Unlisted entries whose operators were already costed (for their initial bound)."""
         self.solve_s = 0.0
         self.n_solved = 0
+        self.milps: list[LayerSchedule] = []
+        """Schedules of the entries that went past the list schedule (the MILP, or its cached result), in order."""
         start = time.perf_counter()
         for vi, variant in enumerate(self.variants):
             for ti, t in enumerate(self.tp_values):
@@ -159,6 +161,7 @@ class LayerLatencies:
             sched = schedule_layer(*self.pending.pop(key), *self.cores, self.schedule_cfg)
             self.solve_s += time.perf_counter() - start
             self.n_solved += 1
+            self.milps.append(sched)
             self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
 
     def all_keys(self) -> list[tuple]:

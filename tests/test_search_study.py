@@ -226,3 +226,24 @@ def test_the_exact_front_is_the_exhaustive_grids_front(base, exhaustive, cost):
     assert front.n_evaluated == len(known_values(study)) < len(ev) / 2
     again = exact_front(ev, cost, known=known_values(study))
     assert again.n_evaluated == 0 and again.table.point.tolist() == front.table.point.tolist()
+
+
+def test_a_trial_reports_how_its_layer_milps_ended():
+    """Evaluation.milp_metrics, logged with every full evaluation: MILPs run, those left above the gap, the largest gap
+    and the median solve time."""
+    from phaze.schedule import LayerSchedule
+    from phaze.search.evaluator import Evaluation
+
+    def milp(status, gap, seconds):
+        return LayerSchedule(1.0, np.zeros(1), np.zeros(1, dtype=bool), "gurobi", status, gap, seconds)
+
+    e = Evaluation({}, 0.0, 0.0, milps=(milp("optimal", 0.004, 0.5), milp("time_limit", 0.12, 4.0), milp("optimal", 0.0, 1.5)))
+    assert e.milp_metrics() == {"milp.count": 3, "milp.open": 1, "milp.max_gap": 0.12, "milp.median_s": 1.5}
+    assert Evaluation({}, 0.0, 0.0).milp_metrics() == {"milp.count": 0}
+
+
+def test_full_evaluations_carry_their_milp_metrics(base):
+    from phaze.search.study import RECORD_ATTR
+
+    trials = study(base, "search=grid", "search.prune=false").study.get_trials(deepcopy=False)
+    assert trials and all(t.user_attrs[RECORD_ATTR]["metrics"]["milp.count"] == 0 for t in trials)  # hw.inter_op_parallel=false: no MILP

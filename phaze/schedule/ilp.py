@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phaze.schedule.heuristic import ListSchedule, _topological, list_schedule
+from phaze.schedule.heuristic import ListSchedule, topological, list_schedule
 from phaze.schedule.instance import RESOURCES, LayerProblem
 from phaze.schedule.problem import MilpBuilder, MilpModel
 
@@ -296,5 +296,5 @@ def decode(problem: LayerProblem, layout: IlpLayout, x: np.ndarray) -> ListSched
     decision = layout.forced_parallel.copy()
     has_y = layout.col_y >= 0
     decision[has_y] = x[layout.col_y[has_y]] > 0.5
-    order = _topological(problem, x[layout.col_t])
+    order = topological(problem, x[layout.col_t])
     return list_schedule(problem, order, "earliest_finish", decision)

@@ -31,6 +31,14 @@ def antichain_width(reach: np.ndarray) -> int:
     return int(len(reach) - np.count_nonzero(matching >= 0))
 
 
+def _csr(row: np.ndarray, col: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, idx) of the edges grouped by `row`: row i's columns are idx[ptr[i]:ptr[i + 1]], in edge order."""
+    order = np.argsort(row, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=ptr[1:])
+    return ptr, np.ascontiguousarray(col[order], dtype=np.int64)
+
+
 class InfeasibleLayerError(ValueError):
     """An operator has no finite latency on this chip, so the layer cannot run on it."""
 
@@ -161,6 +169,16 @@ class LayerProblem:
         for s, d in zip(self.src.tolist(), self.dst.tolist()):
             out[d].append(s)
         return [np.array(p, dtype=np.int64) for p in out]
+
+    @cached_property
+    def pred_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """Predecessors in compressed rows: those of operator i are idx[ptr[i]:ptr[i + 1]]."""
+        return _csr(self.dst, self.src, self.n)
+
+    @cached_property
+    def succ_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """Successors in compressed rows, as pred_csr."""
+        return _csr(self.src, self.dst, self.n)
 
     @cached_property
     def reach(self) -> np.ndarray:

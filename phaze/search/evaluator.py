@@ -43,6 +43,15 @@ class Evaluation:
     dp_s: float
     exact: bool = True
     """False when the evaluation stopped early: its throughput is then an upper bound that cannot beat the study."""
+    milps: tuple = ()
+    """The layer schedules this evaluation took past the list schedule (LayerSchedule: status, mip_gap, solve_s)."""
+
+    def milp_metrics(self) -> dict[str, float]:
+        """How its layer MILPs ended: how many ran, how many stopped above the gap, the largest gap, the median seconds."""
+        if not self.milps:
+            return {"milp.count": 0}
+        return {"milp.count": len(self.milps), "milp.open": sum(m.status != "optimal" for m in self.milps),
+                "milp.max_gap": max(m.mip_gap for m in self.milps), "milp.median_s": float(np.median([m.solve_s for m in self.milps]))}
 
     @property
     def throughput_seq_s(self) -> float:
@@ -159,14 +168,14 @@ class ModelEvaluator:
         schedule lower bounds elsewhere: place() once the layers it uses are list-scheduled, before any ILP."""
         return throughput_of(self.layers(index, point).listed_bound(place))
 
-    def solve(self, index: int, point: pd.DataFrame, place, beat: float | None = None) -> tuple[PlacementResult | None, bool, float]:
+    def solve(self, index: int, point: pd.DataFrame, place, beat: float | None = None) -> tuple[PlacementResult | None, bool, float, tuple]:
         """place() on the point's layers, scheduled as far as it needs them (or until it is shown unable
-        to beat `beat`); (result, exact, scheduling seconds)."""
+        to beat `beat`); (result, exact, scheduling seconds, the layer schedules that went past the list schedule)."""
         fresh = signature(point) not in self._layers
         layers = self.layers(index, point)
-        before = 0.0 if fresh else layers.solve_s
+        before, milps_before = (0.0, 0) if fresh else (layers.solve_s, len(layers.milps))
         result, exact = layers.best(place, beat)
-        return result, exact, layers.solve_s - before
+        return result, exact, layers.solve_s - before, tuple(layers.milps[milps_before:])
 
     def placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None = None, beat: float | None = None):
         """latencies -> the best placement on the point (with `beat`: only one of a higher throughput, else None), or the
@@ -264,12 +273,13 @@ class SpaceEvaluator:
         start = time.perf_counter()
         point = self.point(index)
         beat = beat if len(self.models) == 1 else None
-        results, exact, ilp_s = {}, True, 0.0
+        results, exact, ilp_s, milps = {}, True, 0.0, ()
         for m in self.models:
-            results[m.name], done, solve_s = m.solve(index, point, m.placer(point, self.fixed_placement), beat)
+            results[m.name], done, solve_s, solved = m.solve(index, point, m.placer(point, self.fixed_placement), beat)
             exact &= done
             ilp_s += solve_s
-        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact)
+            milps += solved
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact, milps)
 
     def baseline(self, fixed: bool = True, optimum_index: int | None = None, optimum: Evaluation | None = None) -> Evaluation:
         """The baseline chip with each model's expert placement (best mbs, recompute), or with the searched
@@ -302,7 +312,7 @@ class SpaceEvaluator:
             cfg = m.cfg.copy()
             cfg.hw = hw
             chip = ModelEvaluator(cfg, point, self.network)
-            results[m.name], _, solve_s = chip.solve(0, point, chip.placer(point, fixed))
+            results[m.name], _, solve_s, _ = chip.solve(0, point, chip.placer(point, fixed))
             ilp_s += solve_s
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
 

@@ -39,7 +39,7 @@ class Front:
     table: pd.DataFrame
     """One row per front point: point index, area_mm2, tdp_w, throughput_seq_s and the chip's axes."""
     n_evaluated: int
-    """Points fully evaluated (their throughput known exactly)."""
+    """Points fully evaluated by this front (their throughput known exactly); those known before are not counted."""
     n_work: int
     n_placement: int
     n_ilp: int
@@ -123,9 +123,20 @@ def exact_fronts(cfg, progress: bool = True) -> tuple[SpaceEvaluator, list[Front
     ev = SpaceEvaluator(cfg)
     storage = make_storage(storage_url(cfg), int(cfg.search.heartbeat_interval_s), int(cfg.search.grace_period_s))
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    fronts = []
-    for cost in COSTS:
-        study = optuna.create_study(study_name=f"{study_name(cfg)}-front-{cost}", storage=storage, direction="maximize",
-                                    load_if_exists=True)
-        fronts.append(exact_front(ev, cost, known_values(study), recorder(study, len(ev)), progress))
-    return ev, fronts
+    studies = {cost: optuna.create_study(study_name=f"{study_name(cfg)}-front-{cost}", storage=storage, direction="maximize",
+                                         load_if_exists=True) for cost in COSTS}
+    known = {}
+    for study in studies.values():
+        known.update(known_values(study))
+
+    def remembered(study: optuna.Study):
+        """Record in the front's study and in `known`: a point's throughput does not depend on the cost."""
+        record = recorder(study, len(ev))
+
+        def both(index: int, value: float) -> None:
+            known[index] = value
+            record(index, value)
+
+        return both
+
+    return ev, [exact_front(ev, cost, known, remembered(studies[cost]), progress) for cost in COSTS]

@@ -36,6 +36,8 @@ STORAGE_FILE = "studies.db"
 """Default Optuna storage: an SQLite file next to mlruns/, so a killed study resumes."""
 RECORD_ATTR = "mlflow_record"
 """User attribute holding a finished trial's MLflow child run (params, metrics, tags), as logged."""
+MILPS_ATTR = "layer_milps"
+"""User attribute listing a full evaluation's layer MILPs as [status, mip_gap, solve_s] (for closure statistics)."""
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 """Which process ran a trial (tag `worker` of its child run): host and process id."""
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -194,6 +196,8 @@ class Objective:
                 self._pruned(trial, index, "schedule_bound", listed)
         evaluation = self.ev.evaluate(index, self.beat(done, index) if self.prune else None)
         trial.set_user_attr("full_eval", True)  # ILPs and DP ran, whether or not the point is then pruned
+        if evaluation.milps:
+            trial.set_user_attr(MILPS_ATTR, [[m.status, m.mip_gap, m.solve_s] for m in evaluation.milps])
         if not evaluation.exact:  # its layers, scheduled one at a time, showed it cannot beat the study
             self._pruned(trial, index, "ilp_bound", evaluation.throughput_seq_s * self.scale(index))
         self.full_evals[index] = evaluation
@@ -232,6 +236,7 @@ class Objective:
             if prefix:
                 metrics[f"{prefix}throughput_seq_s"] = r.throughput_seq_s
         metrics["perf_per_tdp"] = e.throughput_seq_s / metrics["tdp_w"]
+        metrics.update(e.milp_metrics())
         self._set_record(trial, params, metrics, {"pruned": False})
 
 
