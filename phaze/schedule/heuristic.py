@@ -108,7 +108,7 @@ def justify(problem: LayerProblem, sched: ListSchedule, mirrored: LayerProblem) 
     """Forward-backward improvement (Li & Willis, EJOR 1992; Valls et al., EJOR 2005): schedule the
     operators backwards in order of decreasing finish, then forwards in order of the resulting
     starts, with the modes kept; neither pass can lengthen the schedule."""
-    return _schedule(*sgs.justify(sched.start_s, sched.parallel, sched.makespan_s, JUSTIFY_ROUNDS, *_ops(problem), *mirrored.pred_csr))
+    return _schedule(*sgs.justify(sched.start_s, sched.parallel, sched.makespan_s, JUSTIFY_ROUNDS, *_ops(problem), *_ops(mirrored)))
 
 
 def best_list_schedule(problem: LayerProblem, seed: int = 0, kernels=None) -> ListSchedule:

@@ -167,15 +167,13 @@ def nondelay_schedule(key, pred_ptr, pred_idx, succ_ptr, succ_idx, resource, hol
 
 @njit(cache=True)
 def justify(start, parallel, makespan, rounds, pred_ptr, pred_idx, resource, holds, choice, fixed_exclusive, dur_single,
-            dur_parallel, capacity, m_pred_ptr, m_pred_idx):
+            dur_parallel, capacity, m_pred_ptr, m_pred_idx, m_resource, m_holds, m_choice, m_fixed, m_single, m_parallel, m_capacity):
     """Forward-backward improvement (Li & Willis, EJOR 1992; Valls et al., EJOR 2005), modes kept: schedule
-    backwards (on the mirrored problem, predecessors `m_pred_*`) in order of decreasing finish, then forwards
+    backwards (on the mirrored problem, its arrays `m_*`) in order of decreasing finish, then forwards
     in order of the resulting starts; stops after `rounds` or when a round does not shorten the schedule."""
     n = len(resource)
     last = n - 1
     ids = np.arange(n)
-    m_resource, m_holds, m_choice = resource[::-1].copy(), holds[::-1].copy(), choice[::-1].copy()
-    m_fixed, m_single, m_parallel = fixed_exclusive[::-1].copy(), dur_single[::-1].copy(), dur_parallel[::-1].copy()
     for _ in range(rounds):
         dur = np.where(choice & parallel, dur_parallel, dur_single)
         finish = start + dur
@@ -183,7 +181,7 @@ def justify(start, parallel, makespan, rounds, pred_ptr, pred_idx, resource, hol
         back_order = back_order[np.argsort(-start[back_order], kind="mergesort")]
         back_order = back_order[np.argsort(-finish[back_order], kind="mergesort")]
         b_start, _, b_makespan = serial_schedule(last - back_order, EARLIEST_FINISH, parallel[::-1].copy(), True, m_pred_ptr,
-                                                 m_pred_idx, m_resource, m_holds, m_choice, m_fixed, m_single, m_parallel, capacity)
+                                                 m_pred_idx, m_resource, m_holds, m_choice, m_fixed, m_single, m_parallel, m_capacity)
         forward = b_makespan - (b_start[::-1] + dur)
         fwd_order = np.argsort(forward, kind="mergesort")
         c_start, c_parallel, c_makespan = serial_schedule(fwd_order, EARLIEST_FINISH, parallel, True, pred_ptr, pred_idx, resource,
