@@ -382,6 +382,8 @@ def check_search(cfg) -> None:
         raise ConfigError(f"search.grace_period_s={s.grace_period_s}: allowed values are > search.heartbeat_interval_s={s.heartbeat_interval_s} "
                           "(a live trial beats at least once per grace period)")
     _positive(s.seed, "search.seed", allow_zero=True)
+    if not (isinstance(s.rel_gap, (int, float)) and 0 <= s.rel_gap < 1):
+        raise ConfigError(f"search.rel_gap={s.rel_gap!r}: allowed values are numbers in [0, 1)")
     if s.study_name is not None and not str(s.study_name).strip():
         raise ConfigError("search.study_name='': allowed values are null (derived from the config) or a non-empty name")
     if s.storage == MEMORY and s.n_workers > 1:

@@ -329,6 +329,12 @@ class SearchCfg:
     seed: int = 0
     objective: str = "throughput"  # throughput | throughput_per_tdp
     prune: bool = True
+    # Branch and bound keeps only points that could beat the best by more than this fraction: 0 finds the optimum
+    # (of the scheduled latencies); 0.01 proves the answer within 1% of it, as a MILP's relative gap does.
+    rel_gap: float = 0.0
+    # A common study (several models, search=bound) first runs each model's own study and caps the model's
+    # throughput at every point by its optimum: far tighter than the work bound, at the cost of those studies.
+    model_caps: bool = True
     storage: Optional[str] = None
     study_name: Optional[str] = None
     # Worker processes on this machine running the study; more machines may join the same storage.

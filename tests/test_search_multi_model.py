@@ -6,6 +6,7 @@ import pytest
 
 from phaze.config import compose_config, models_of
 from phaze.search import run_study, trials_frame
+from phaze.search.evaluator import SpaceEvaluator
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = pytest.mark.slow
@@ -44,3 +45,35 @@ def test_common_architecture_maximises_the_mean_throughput(base):
         df = trials_frame(out)
         pruned = df[df.state == "PRUNED"]
         assert (mean.loc[pruned.point].to_numpy() <= pruned.bound.to_numpy() * (1 + 1e-12)).all()
+        if sampler == "bound":  # each model capped by its own optimum, from its own study
+            assert out.evaluator.caps == pytest.approx([v.max() for v in per_model], rel=1e-12)
+            assert (out.evaluator.work_bound <= np.mean([v.max() for v in per_model]) * (1 + 1e-12)).all()
+
+
+THREE = "model=[gpt2,opt,bertlarge]"
+
+
+def test_early_stopped_model_bounds_stay_above_the_mean_and_keep_the_optimum(base):
+    """A several-model bound or evaluation stopped early (the models bounded so far plus the rest at their
+    bounds cannot beat `beat`) is still at least the exact mean at every point and every level, never more
+    than `beat` when it stops, and the branch-and-bound study finds the exhaustive optimum while it skips models."""
+    exhaustive = SpaceEvaluator(compose_config(*base, THREE))
+    exact = np.array([exhaustive.evaluate(i).throughput_seq_s for i in range(len(exhaustive))])
+    assert exhaustive.models_skipped == 0
+    for level in (0.8, 1.0, 1.2):
+        ev = SpaceEvaluator(compose_config(*base, THREE))
+        beat = level * exact.max()
+        placement = np.array([ev.placement_bound(i, beat) for i in range(len(ev))])
+        listed = np.array([ev.schedule_bound(i, beat) for i in range(len(ev))])
+        evaluations = [ev.evaluate(i, beat) for i in range(len(ev))]
+        value = np.array([e.throughput_seq_s for e in evaluations])
+        stopped = np.array([not e.exact for e in evaluations])
+        for upper in (placement, listed, value):
+            assert (upper >= exact * (1 - 1e-12)).all()
+        assert (value[stopped] <= beat * (1 + 1e-12)).all()
+        assert value[~stopped] == pytest.approx(exact[~stopped], rel=1e-12)
+        if level > 1:  # nothing beats it: every evaluation stops once the mean is shown to be at most beat
+            assert stopped.all() and ev.models_skipped > 0
+    out = run_study(compose_config(*base, THREE, "search=bound", "search.model_caps=false"), progress=False)
+    assert out.best.throughput_seq_s == pytest.approx(exact.max(), rel=1e-12)
+    assert out.evaluator.models_skipped > 0 and np.isinf(out.evaluator.caps).all()

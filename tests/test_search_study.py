@@ -18,7 +18,7 @@ from phaze.search import run_study, trials_frame
 from phaze.search.bounds import latencies_at
 from phaze.search.evaluator import MORE_IS_FASTER, SpaceEvaluator
 from phaze.search.pareto import COSTS, exact_front, known_values, recorder
-from phaze.search.study import progress_total, tracker_for
+from phaze.search.study import progress_total, study_name, tracker_for
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +67,21 @@ def test_pruned_study_finds_the_exhaustive_best(base, exhaustive, sampler, trial
         assert (exhaustive.loc[unvisited].to_numpy() <= out.best.throughput_seq_s * (1 + 1e-12)).all()
         passed_over = set(np.flatnonzero(out.evaluator.work_bound > out.best.throughput_seq_s).tolist()) & set(unvisited)
         assert out.n_skipped == len(passed_over)
+
+
+@pytest.mark.parametrize("sampler", ["bound", "grid"])
+def test_a_relative_gap_proves_the_best_within_it(base, exhaustive, sampler):
+    """search.rel_gap=0.2: the study ends with a best within 20% of the exhaustive optimum and every point it
+    did not complete is within 20% of that best; the grid order, which meets good points late, evaluates fewer."""
+    loose = study(base, f"search={sampler}", "search.rel_gap=0.2")
+    best = loose.best.throughput_seq_s
+    assert best * 1.2 >= exhaustive.max() and best == pytest.approx(exhaustive.loc[loose.best_index], rel=1e-12)
+    df = trials_frame(loose)
+    undecided = sorted(set(range(len(loose.evaluator))) - set(df[df.state == "COMPLETE"].point))
+    assert (exhaustive.loc[undecided].to_numpy() <= best * 1.2 * (1 + 1e-12)).all()
+    if sampler == "grid":
+        assert loose.n_full_evals < study(base, "search=grid").n_full_evals
+    assert study_name(compose_config(*base, "search.rel_gap=0.2")) != study_name(compose_config(*base))
 
 
 def test_bounds_are_true_bounds(base, exhaustive):

@@ -7,6 +7,7 @@ per-model bounds (a mean of upper bounds bounds the mean from above).
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ class Evaluation:
     """False when the evaluation stopped early: its throughput is then an upper bound that cannot beat the study."""
     milps: tuple = ()
     """The layer schedules this evaluation took past the list schedule (LayerSchedule: status, mip_gap, solve_s)."""
+    upper_seq_s: float | None = None
+    """An early-stopped evaluation's upper bound on the mean throughput (models not evaluated count at their bounds)."""
 
     def milp_metrics(self) -> dict[str, float]:
         """How its layer MILPs ended: how many ran, how many stopped above the gap, the largest gap, the median seconds."""
@@ -55,7 +58,9 @@ class Evaluation:
 
     @property
     def throughput_seq_s(self) -> float:
-        """The objective: the mean over the models of their throughput (sequences/s)."""
+        """The objective: the mean over the models of their throughput (sequences/s); an upper bound when not exact."""
+        if self.upper_seq_s is not None:
+            return self.upper_seq_s
         return float(np.mean([throughput_of(r) for r in self.results.values()]))
 
     @property
@@ -241,6 +246,29 @@ class SpaceEvaluator:
         self.models = [ModelEvaluator(c, self.points, self.network) for c in models_of(cfg)]
         self.work_bound = np.mean([m.work_bound for m in self.models], axis=0)
         self.bounds_s = time.perf_counter() - start
+        self._upper: dict[int, np.ndarray] = {}
+        """Per point, the tightest per-model throughput bounds found so far (bounded_mean)."""
+        self.caps = np.full(len(self.models), np.inf)
+        """Per model, an upper bound on its throughput at every point (its own optimum: cap_models)."""
+        self.models_skipped = 0
+        """Model bounds or evaluations that an early stop of a several-model mean made unnecessary."""
+
+    def cap_models(self, caps: np.ndarray) -> None:
+        """Bound each model's throughput by caps[k] at every point (e.g. its optimum over the space) from now on."""
+        self.caps = np.asarray(caps, dtype=np.float64)
+        self.work_bound = np.mean([np.minimum(m.work_bound, c) for m, c in zip(self.models, self.caps)], axis=0)
+        self._upper = {i: np.minimum(u, self.caps) for i, u in self._upper.items()}
+
+    def single(self, k: int) -> "SpaceEvaluator":
+        """Model k alone over the same points, sharing its ModelEvaluator (bounds, scheduled layers) with this evaluator."""
+        view = copy.copy(self)
+        view.cfg = self.models[k].cfg
+        view.models = [self.models[k]]
+        view.work_bound = self.models[k].work_bound
+        view.caps = np.full(1, np.inf)
+        view._upper = {}
+        view.models_skipped = 0
+        return view
 
     @property
     def model_names(self) -> list[str]:
@@ -254,32 +282,74 @@ class SpaceEvaluator:
 
     def placement_bound(self, index: int, beat: float | None = None) -> float:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
-        model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`)."""
+        model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
+        stopped as soon as it cannot beat `beat` (see bounded_mean)."""
         point = self.point(index)
-        cutoff = len(self.models) == 1  # a mean over models may beat `beat` although one model's bound does not
-        return float(np.mean([m.placement_bound(index, point, beat, self.fixed_placement, cutoff) for m in self.models]))
+        return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, point, cut, self.fixed_placement, cutoff=True))
 
-    def schedule_bound(self, index: int) -> float:
-        """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over models)."""
+    def schedule_bound(self, index: int, beat: float | None = None) -> float:
+        """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over
+        models, stopped as soon as it cannot beat `beat`)."""
         point = self.point(index)
-        return float(np.mean([m.schedule_bound(index, point, m.placer(point, self.fixed_placement)) for m in self.models]))
+        return self.bounded_mean(index, beat, lambda m, cut: m.schedule_bound(index, point, m.placer(point, self.fixed_placement)))
+
+    def bounded_mean(self, index: int, beat: float | None, bound_of) -> float:
+        """Upper bound on the point's mean throughput from one bound per model, bound_of(model, cut).
+
+        Models not yet bounded count at the tightest bound known for the point (their work bound at
+        first). Model k can only matter if it exceeds cut_k = n * beat - (the others' bounds), so bound_of
+        may answer cut_k itself once it shows model k cannot exceed that (a cut-off DP). Models go by
+        decreasing bound, the largest share of the mean first, and with several models the walk stops as
+        soon as the mean is at most `beat`: the models left cannot lift it (a common architecture over
+        eight models would otherwise run the eight placement DPs on every point it passes over)."""
+        known = self.upper_bounds(index)
+        bound = known.copy()
+        for n_done, k in enumerate(np.argsort(-known, kind="stable").tolist()):
+            if self._cannot_beat(bound, beat):
+                self.models_skipped += len(bound) - n_done
+                break
+            bound[k] = min(bound_of(self.models[k], self._cut(bound, k, beat)), self.caps[k])
+        self._upper[index] = np.minimum(known, bound)
+        return float(bound.mean())
+
+    def _cannot_beat(self, bound: np.ndarray, beat: float | None) -> bool:
+        """Whether several models' bounds already show that their mean cannot beat `beat`."""
+        return len(bound) > 1 and beat is not None and bound.mean() <= beat
+
+    def upper_bounds(self, index: int) -> np.ndarray:
+        """Per model, the tightest upper bound on its throughput at the point found so far (a copy)."""
+        known = self._upper.get(index)
+        return (known if known is not None else np.minimum([m.work_bound[index] for m in self.models], self.caps)).copy()
+
+    def _cut(self, upper: np.ndarray, k: int, beat: float | None) -> float | None:
+        """The throughput model k must exceed for the mean to beat `beat` (None: no such level, or none positive)."""
+        if beat is None:
+            return None
+        cut = len(upper) * beat - (upper.sum() - upper[k])
+        return float(cut) if cut > 0 else None
 
     def evaluate(self, index: int, beat: float | None = None) -> Evaluation:
         """Schedule the layers the placement needs on the point (the ILPs) and place every model (the DP).
 
-        With `beat` (one model only), layers are scheduled one at a time and the evaluation stops as
-        soon as the placement on the rest's lower bounds cannot beat it (Evaluation.exact is then False
-        and its throughput is that upper bound)."""
+        With `beat`, layers are scheduled one at a time, model by model (largest bound first), and the
+        evaluation stops as soon as the models' results and the others' bounds cannot beat it (exact=False;
+        its throughput is then that upper bound on the mean)."""
         start = time.perf_counter()
         point = self.point(index)
-        beat = beat if len(self.models) == 1 else None
+        upper = self.upper_bounds(index)
         results, exact, ilp_s, milps = {}, True, 0.0, ()
-        for m in self.models:
-            results[m.name], done, solve_s, solved = m.solve(index, point, m.placer(point, self.fixed_placement), beat)
-            exact &= done
+        for k in np.argsort(-upper, kind="stable").tolist():
+            m = self.models[k]
+            results[m.name], done, solve_s, solved = m.solve(index, point, m.placer(point, self.fixed_placement), self._cut(upper, k, beat))
+            upper[k] = throughput_of(results[m.name])
             ilp_s += solve_s
             milps += solved
-        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact, milps)
+            if not done or (len(results) < len(upper) and self._cannot_beat(upper, beat)):
+                self.models_skipped += len(upper) - len(results)
+                exact = False
+                break
+        results = {m.name: results[m.name] for m in self.models if m.name in results}
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact, milps, None if exact else float(upper.mean()))
 
     def baseline(self, fixed: bool = True, optimum_index: int | None = None, optimum: Evaluation | None = None) -> Evaluation:
         """The baseline chip with each model's expert placement (best mbs, recompute), or with the searched

@@ -87,6 +87,8 @@ def study_name(cfg) -> str:
     keyed = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("model", "models", "hw", "cluster", "train", "schedule")}
     keyed["objective"] = cfg.search.objective
     keyed["placement"] = cfg.search.placement
+    if cfg.search.rel_gap:
+        keyed["rel_gap"] = float(cfg.search.rel_gap)
     if switches_on(compat_of(cfg)):
         keyed["compat"] = OmegaConf.to_container(cfg.compat, resolve=True)
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:8]
@@ -130,7 +132,7 @@ class Objective:
         if not done:
             return False
         if not self.multi:
-            return bound <= max(t.value for t in done)
+            return bound <= to_beat(self.cfg, max(t.value for t in done))
         area = float(self.ev.points.area_mm2.iloc[index])
         return any(t.values[0] >= bound and t.values[1] <= area for t in done)
 
@@ -162,7 +164,7 @@ class Objective:
         """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
         if self.multi or not done:
             return None
-        return max(t.value for t in done) / self.scale(index)
+        return to_beat(self.cfg, max(t.value for t in done)) / self.scale(index)
 
     def __call__(self, trial: optuna.Trial):
         for key, value in trial.user_attrs.items():  # a retried trial inherits its dead original's attributes
@@ -191,7 +193,7 @@ class Objective:
             placement = self.ev.placement_bound(index, self.beat(done, index)) * self.scale(index)
             if self.dominated(done, index, placement):
                 self._pruned(trial, index, "placement_bound", placement)
-            listed = self.ev.schedule_bound(index) * self.scale(index)
+            listed = self.ev.schedule_bound(index, self.beat(done, index)) * self.scale(index)
             if self.dominated(done, index, listed):
                 self._pruned(trial, index, "schedule_bound", listed)
         evaluation = self.ev.evaluate(index, self.beat(done, index) if self.prune else None)
@@ -240,12 +242,18 @@ class Objective:
         self._set_record(trial, params, metrics, {"pruned": False})
 
 
+def to_beat(cfg, best: float) -> float:
+    """The objective value a point must exceed to matter: the best so far, raised by search.rel_gap (a
+    study that stops proves its best within that fraction of the optimum, as a MILP's relative gap does)."""
+    return best * (1.0 + float(cfg.search.rel_gap))
+
+
 def progress_total(cfg, evaluator: SpaceEvaluator, best: float | None) -> int:
     """What a branch-and-bound study still has to decide: the points whose work bound (on the objective) beats the
     best value so far, every point before there is one. The order visits them first; the next one stops the study."""
     if best is None:
         return len(evaluator)
-    return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > best))
+    return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best)))
 
 
 def n_trials_for(cfg, evaluator: SpaceEvaluator) -> int:
@@ -355,25 +363,59 @@ def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
     return open_study(cfg, make_storage(url, int(cfg.search.heartbeat_interval_s), int(cfg.search.grace_period_s)), sampler)
 
 
-def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -> StudyOutcome:
-    """Run (or resume) the study described by cfg, with search.n_workers processes, and return its outcome."""
+def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progress: bool) -> tuple[optuna.Study, dict[int, Evaluation]]:
+    """Run (or resume) the study of cfg over `evaluator` with search.n_workers processes: (study, this process's full evaluations)."""
     from phaze.search.workers import run_workers
 
-    if cfg.search.objective not in OBJECTIVES:
-        raise ValueError(f"search.objective={cfg.search.objective!r}; allowed: {list(OBJECTIVES)}")
-    start = time.perf_counter()
-    evaluator = SpaceEvaluator(cfg)
     study = worker_study(cfg, evaluator, worker=0)
     durable = storage_url(cfg) is not None
     if durable:
         recover(cfg, study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
     if tracker is not None:
         tracker.close_failed(failed_numbers(study))
-    full_evals: dict[int, Evaluation] = {}
     if int(cfg.search.n_workers) > 1:
-        run_workers(cfg, int(cfg.search.n_workers))
-    else:
-        full_evals = search(cfg, study, evaluator, tracker, durable, progress).full_evals
+        run_workers(cfg, int(cfg.search.n_workers), evaluator)
+        return study, {}
+    return study, search(cfg, study, evaluator, tracker, durable, progress).full_evals
+
+
+def finished(study: optuna.Study) -> bool:
+    """Whether a branch-and-bound study ran to its end (stopped by its bound or out of points), so its best is proven."""
+    attrs = study.user_attrs
+    return BOUND_STOP_ATTR in attrs or bool(attrs.get(EXHAUSTED_ATTR))
+
+
+def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:
+    """Whether a common study caps each model by its own optimum: several models, exact branch and bound on throughput."""
+    return (len(evaluator.models) > 1 and bool(cfg.search.model_caps) and cfg.search.sampler == "bound" and bool(cfg.search.prune)
+            and cfg.search.objective == "throughput")
+
+
+def model_optima(evaluator: SpaceEvaluator, progress: bool) -> np.ndarray:
+    """Per model, an upper bound on its throughput at any point of the space: its own study's best, raised by
+    search.rel_gap (each study run or resumed in the common study's storage, sharing the evaluator's bounds and
+    scheduled layers); inf for a model whose study did not finish (search.timeout_s)."""
+    caps = np.full(len(evaluator.models), np.inf)
+    for k, m in enumerate(evaluator.models):
+        study, _ = optimize(m.cfg, evaluator.single(k), None, progress)
+        if finished(study) and any(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
+            caps[k] = to_beat(m.cfg, study.best_value)
+    return caps
+
+
+def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -> StudyOutcome:
+    """Run (or resume) the study described by cfg, with search.n_workers processes, and return its outcome.
+
+    A common study (several models) first runs each model's own study, whose best caps that model's throughput
+    at every point (no point beats a model's optimum): the mean of the caps bounds every point far tighter than
+    the work bound, which ignores communication."""
+    if cfg.search.objective not in OBJECTIVES:
+        raise ValueError(f"search.objective={cfg.search.objective!r}; allowed: {list(OBJECTIVES)}")
+    start = time.perf_counter()
+    evaluator = SpaceEvaluator(cfg)
+    if uses_model_caps(cfg, evaluator):
+        evaluator.cap_models(model_optima(evaluator, progress))
+    study, full_evals = optimize(cfg, evaluator, tracker, progress)
     trials = study.get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
@@ -394,7 +436,7 @@ def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_valu
     the best value: the sampler passed over them on their placement bound."""
     if cfg.search.sampler != "bound" or not cfg.search.prune or best_value is None:
         return 0
-    above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > best_value)
+    above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best_value))
     return len(set(above.tolist()) - set(study.sampler.claims.owners_by_point()))
 
 

@@ -3,7 +3,9 @@
 The launching process creates the study, the MLflow parent run and the claims table before any
 worker starts (two processes creating a fresh SQLite database at once fail, ecosystem.md §1), and
 recovers the trials of dead processes; the workers then only load them. Workers are spawned, not
-forked: each builds its own database connections and Numba state.
+forked: each builds its own database connections and Numba state. They are handed the launcher's
+SpaceEvaluator (pickled before any point is evaluated), so the per-point bounds over the whole space are
+computed once, not once more in every worker.
 """
 
 from __future__ import annotations
@@ -13,23 +15,22 @@ import multiprocessing
 from omegaconf import OmegaConf
 
 
-def work(cfg_yaml: str, worker: int) -> None:
+def work(cfg_yaml: str, worker: int, evaluator) -> None:
     """One worker process: load the study with this worker's sampler and run trials until it is done."""
     from phaze import schema  # noqa: F401  (registers the structured configs in the new process)
-    from phaze.search.evaluator import SpaceEvaluator
     from phaze.search.study import search, tracker_for, worker_study
 
     cfg = OmegaConf.create(cfg_yaml)
-    evaluator = SpaceEvaluator(cfg)
     study = worker_study(cfg, evaluator, worker)
     search(cfg, study, evaluator, tracker_for(cfg), durable=True)
 
 
-def run_workers(cfg, n_workers: int) -> None:
-    """Run `n_workers` worker processes to the end; raise if any of them failed."""
+def run_workers(cfg, n_workers: int, evaluator) -> None:
+    """Run `n_workers` worker processes, each with a copy of `evaluator` (a SpaceEvaluator of cfg), to the end;
+    raise if any of them failed."""
     ctx = multiprocessing.get_context("spawn")
     text = OmegaConf.to_yaml(cfg, resolve=True)
-    procs = [ctx.Process(target=work, args=(text, k), name=f"phaze-worker-{k}") for k in range(n_workers)]
+    procs = [ctx.Process(target=work, args=(text, k, evaluator), name=f"phaze-worker-{k}") for k in range(n_workers)]
     for p in procs:
         p.start()
     for p in procs:
