@@ -2,11 +2,13 @@
 mean throughput, the bounds stay true, pruning keeps the optimum, and each model keeps its own config."""
 
 import numpy as np
+import optuna
 import pytest
 
 from phaze.config import compose_config, models_of
 from phaze.search import run_study, trials_frame
 from phaze.search.evaluator import SpaceEvaluator
+from phaze.search.study import study_name
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = pytest.mark.slow
@@ -77,3 +79,15 @@ def test_early_stopped_model_bounds_stay_above_the_mean_and_keep_the_optimum(bas
     out = run_study(compose_config(*base, THREE, "search=bound", "search.model_caps=false"), progress=False)
     assert out.best.throughput_seq_s == pytest.approx(exact.max(), rel=1e-12)
     assert out.evaluator.models_skipped > 0 and np.isinf(out.evaluator.caps).all()
+
+
+def test_common_study_reuses_the_models_own_studies(base, tmp_path):
+    """With search.model_caps the common study takes each model's cap from that model's own study in the same storage:
+    studies run before are resumed as they are (no new trial), and their best values are the caps."""
+    shared = [o for o in base if not o.startswith("search.storage=")] + [f"search.storage=sqlite:///{tmp_path / 'studies.db'}", "search=bound"]
+    own = {m: run_study(compose_config(*shared, f"model={m}"), progress=False) for m in ("gpt2", "opt")}
+    out = run_study(compose_config(*shared, "model=[gpt2,opt]"), progress=False)
+    assert out.evaluator.caps == pytest.approx([own[m].best.throughput_seq_s for m in ("gpt2", "opt")], rel=1e-12)
+    studies = optuna.get_all_study_summaries(f"sqlite:///{tmp_path / 'studies.db'}")
+    assert sorted(s.study_name.split("-")[0] for s in studies) == ["gpt2", "gpt2+opt", "opt"]  # the models' studies, not new ones
+    assert {s.study_name: s.n_trials for s in studies if "+" not in s.study_name} == {study_name(o.evaluator.cfg): o.n_trials for o in own.values()}
