@@ -5,7 +5,7 @@
 
 One `search=bound` study over `model=[...]` from empty caches (a fresh temporary directory for the workload and
 schedule caches and the study storage), given `--timeout-s` of search. It runs without `search.model_caps` (each
-model's own study first: over an hour for BERT-large alone from empty caches, its work bound being 2x loose), so it
+model's own study first: over an hour for BERT-large alone from empty caches, its work bound 2x the placement bound), so it
 stops on its time limit, not on a proof; the proof is the caps' argument made afterwards: no point beats a model's own
 optimum, so the mean of the models' optima (experiments/results/paper_comparison.csv, each from an exact study of the
 same configuration) bounds every point, and a best that reaches it is the optimum. Writes
