@@ -134,4 +134,3 @@ def best_list_schedule(problem: LayerProblem, seed: int = 0, kernels=None) -> Li
             if best is None or cand.makespan_s < best.makespan_s:
                 best = cand
     return best
-

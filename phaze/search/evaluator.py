@@ -42,12 +42,15 @@ class Evaluation:
     results: dict[str, PlacementResult | None]
     ilp_s: float
     dp_s: float
-    exact: bool = True
-    """False when the evaluation stopped early: its throughput is then an upper bound that cannot beat the study."""
     milps: tuple = ()
     """The layer schedules this evaluation took past the list schedule (LayerSchedule: status, mip_gap, solve_s)."""
     upper_seq_s: float | None = None
     """An early-stopped evaluation's upper bound on the mean throughput (models not evaluated count at their bounds)."""
+
+    @property
+    def exact(self) -> bool:
+        """False when the evaluation stopped early: its throughput is then an upper bound that cannot beat the study."""
+        return self.upper_seq_s is None
 
     def milp_metrics(self) -> dict[str, float]:
         """How its layer MILPs ended: how many ran, how many stopped above the gap, the largest gap, the median seconds."""
@@ -244,8 +247,12 @@ class SpaceEvaluator:
         """Hold every model's expert placement fixed (hardware-only search, as Spotlight-style tools do)."""
         start = time.perf_counter()
         self.models = [ModelEvaluator(c, self.points, self.network) for c in models_of(cfg)]
-        self.work_bound = np.mean([m.work_bound for m in self.models], axis=0)
+        self._start_bounds()
         self.bounds_s = time.perf_counter() - start
+
+    def _start_bounds(self) -> None:
+        """The bounds of self.models before any point is bounded further: their mean work bound, no caps."""
+        self.work_bound = np.mean([m.work_bound for m in self.models], axis=0)
         self._upper: dict[int, np.ndarray] = {}
         """Per point, the tightest per-model throughput bounds found so far (bounded_mean)."""
         self.caps = np.full(len(self.models), np.inf)
@@ -264,10 +271,7 @@ class SpaceEvaluator:
         view = copy.copy(self)
         view.cfg = self.models[k].cfg
         view.models = [self.models[k]]
-        view.work_bound = self.models[k].work_bound
-        view.caps = np.full(1, np.inf)
-        view._upper = {}
-        view.models_skipped = 0
+        view._start_bounds()
         return view
 
     @property
@@ -337,7 +341,7 @@ class SpaceEvaluator:
         start = time.perf_counter()
         point = self.point(index)
         upper = self.upper_bounds(index)
-        results, exact, ilp_s, milps = {}, True, 0.0, ()
+        results, stopped, ilp_s, milps = {}, False, 0.0, ()
         for k in np.argsort(-upper, kind="stable").tolist():
             m = self.models[k]
             results[m.name], done, solve_s, solved = m.solve(index, point, m.placer(point, self.fixed_placement), self._cut(upper, k, beat))
@@ -346,10 +350,10 @@ class SpaceEvaluator:
             milps += solved
             if not done or (len(results) < len(upper) and self._cannot_beat(upper, beat)):
                 self.models_skipped += len(upper) - len(results)
-                exact = False
+                stopped = True
                 break
         results = {m.name: results[m.name] for m in self.models if m.name in results}
-        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, exact, milps, None if exact else float(upper.mean()))
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, milps, float(upper.mean()) if stopped else None)
 
     def baseline(self, fixed: bool = True, optimum_index: int | None = None, optimum: Evaluation | None = None) -> Evaluation:
         """The baseline chip with each model's expert placement (best mbs, recompute), or with the searched

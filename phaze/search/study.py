@@ -285,6 +285,12 @@ def recover(cfg, study: optuna.Study, claims) -> None:
         study.set_user_attr(EXHAUSTED_ATTR, False)
 
 
+def finished(study: optuna.Study) -> bool:
+    """Whether a branch-and-bound study ran to its end (stopped by its bound or out of points), so its best is proven."""
+    attrs = study.user_attrs
+    return BOUND_STOP_ATTR in attrs or bool(attrs.get(EXHAUSTED_ATTR))
+
+
 def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
            progress: bool = False) -> Objective:
     """One worker's loop: trials until the study is done, then the retries of trials that died meanwhile."""
@@ -328,8 +334,7 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
     def more_to_do() -> bool:
         """Whether the study still lacks trials (a finished or bound-stopped study runs none)."""
         if ordered:
-            attrs = study.user_attrs
-            return BOUND_STOP_ATTR not in attrs and not attrs.get(EXHAUSTED_ATTR) and claims.count() < len(evaluator)
+            return not finished(study) and claims.count() < len(evaluator)
         return n_finished(study) < total
 
     with graceful_interrupt(study) as interrupt:
@@ -377,12 +382,6 @@ def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progr
         run_workers(cfg, int(cfg.search.n_workers), evaluator)
         return study, {}
     return study, search(cfg, study, evaluator, tracker, durable, progress).full_evals
-
-
-def finished(study: optuna.Study) -> bool:
-    """Whether a branch-and-bound study ran to its end (stopped by its bound or out of points), so its best is proven."""
-    attrs = study.user_attrs
-    return BOUND_STOP_ATTR in attrs or bool(attrs.get(EXHAUSTED_ATTR))
 
 
 def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:
