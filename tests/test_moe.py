@@ -1,15 +1,19 @@
 """Mixtures of experts: published parameter counts, the expert GEMMs and all-to-alls of a hand-computed
 balanced routing, memory with and without expert parallelism, and the search over `ep`."""
 
+import dataclasses
 import math
 
+import pandas as pd
 import pytest
+import torch
 
 from phaze.cost.network import Network
 from phaze.placement.memory import state_bytes_per_param_byte
-from phaze.workload.experts import Routing, expert_rows
-from phaze.workload.extract import extract_uncached
-from phaze.workload.families import count_params
+from phaze.workload.experts import Routing, expert_param_bytes, expert_rows
+from phaze.workload.extract import EXPERT_FREE_PARTS, extract_uncached
+from phaze.workload.families import build_parts, count_params
+from phaze.workload.trace import part_graph
 from tests.conftest import compose_cfg
 
 H, F, E, K, VOCAB, SEQ, MBS = 64, 96, 4, 2, 256, 32, 2
@@ -50,6 +54,23 @@ def tiny():
 def expert_matmuls(graph):
     ops = graph.ops
     return ops[(ops.kind == "matmul") & (ops.target == "bmm") & ~ops.fused.astype(bool)]
+
+
+@pytest.mark.parametrize("ep", [2, 4])
+def test_shards_with_expert_parallelism_share_the_pre_and_post_traced_at_ep_1(tiny, ep):
+    """The pre and post parts hold no experts: a shard with ep > 1 takes its ep = 1 shard's graphs, which equal
+    what tracing them at that ep gives (ops, edges and every byte count)."""
+    cfg = compose_cfg(*TINY_MOE).model
+    parts = build_parts(cfg, MBS, 2, torch.bfloat16, sp=True, ep=ep)
+    for p in EXPERT_FREE_PARTS:
+        shared = tiny.part(2, p, sp=True, ep=ep)
+        assert shared is tiny.part(2, p, sp=True, ep=1)
+        fresh = part_graph(p, parts[p], 2, MBS, SEQ, bool(cfg.fused_kernels), expert_param_bytes(parts[p].module))
+        for direction in ("fwd", "bwd"):
+            for table in ("ops", "edges"):
+                pd.testing.assert_frame_equal(getattr(getattr(fresh, direction), table), getattr(getattr(shared, direction), table))
+        assert dataclasses.replace(fresh, fwd=shared.fwd, bwd=shared.bwd) == shared
+    assert tiny.part(2, "layer", sp=True, ep=ep).expert_param_bytes < tiny.part(2, "layer", sp=True, ep=1).expert_param_bytes
 
 
 @pytest.mark.parametrize("tp,ep", [(1, 1), (1, 2), (1, 4), (2, 2)])

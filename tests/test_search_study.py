@@ -15,7 +15,6 @@ from phaze.hardware import enumerate_space
 from phaze.pipeline import evaluate_point
 from phaze.report.study import final_table
 from phaze.search import run_study, trials_frame
-from phaze.search.bounds import latencies_at
 from phaze.search.evaluator import MORE_IS_FASTER, SpaceEvaluator
 from phaze.search.pareto import COSTS, exact_front, known_values, recorder
 from phaze.search.study import progress_total, study_name, tracker_for
@@ -172,7 +171,7 @@ def test_a_point_with_more_of_every_faster_column_bounds_the_other(base, exhaust
     model = ev.models[0]
     points = ev.points
     same = [c for c in COST_COLUMNS if c in points.columns and c not in MORE_IS_FASTER]
-    bound = np.array([model._bound(ev.point(i), latencies_at(model.lower_bounds, i), False, None)[0] for i in range(len(ev))])
+    bound = np.array([model._bound(ev.point(i), model.lower_bounds.at(i), False, None)[0] for i in range(len(ev))])
     values = exhaustive.sort_index().to_numpy()
     pairs = 0
     for _, group in points.groupby(same):
@@ -190,7 +189,7 @@ def test_a_cutoff_only_skips_plans_that_cannot_beat_it(base):
     ev = study(base, "search=grid", "search.prune=false").evaluator
     model = ev.models[0]
     for i in (0, len(ev) // 2, len(ev) - 1):
-        point, bounds = ev.point(i), latencies_at(model.lower_bounds, i)
+        point, bounds = ev.point(i), model.lower_bounds.at(i)
         best = model.placer(point, False)(bounds)
         assert best is not None
         above = model.placer(point, False, beat=best.throughput_seq_s * 0.999)(bounds)

@@ -61,15 +61,23 @@ class Chip:
         )
 
 
-def unique_chips(points: pd.DataFrame) -> tuple[Chip, np.ndarray]:
-    """The distinct cost-relevant points and, for each input row, the index of its distinct point."""
+def cost_signatures(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct COST_COLUMNS signature, each row's signature): points with one signature
+    (differing only in HBM capacity, area or TDP) have the same operator latencies."""
     missing = [c for c in COST_COLUMNS if c not in points.columns]
     if missing:
         raise KeyError(f"the points frame lacks {missing}: build it with phaze.hardware.enumerate_space")
     values = points[list(COST_COLUMNS)].astype(np.float64)
     if values.isna().to_numpy().any():
         raise ValueError(f"the points frame has missing values in {list(COST_COLUMNS)}")
-    check_derating({name: values[name].to_numpy() for name in DERATING_COLUMNS}, "points column ")
     codes = values.groupby(list(COST_COLUMNS), sort=False).ngroup().to_numpy()  # hashing: O(n), no row sort
     _, first = np.unique(codes, return_index=True)
-    return Chip.from_matrix(values.to_numpy()[first]), codes
+    return first, codes
+
+
+def unique_chips(points: pd.DataFrame) -> tuple[Chip, np.ndarray]:
+    """The distinct cost-relevant points and, for each input row, the index of its distinct point."""
+    first, codes = cost_signatures(points)
+    values = points[list(COST_COLUMNS)].to_numpy(dtype=np.float64)[first]
+    check_derating({name: values[:, COST_COLUMNS.index(name)] for name in DERATING_COLUMNS}, "points column ")
+    return Chip.from_matrix(values), codes

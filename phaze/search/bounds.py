@@ -11,9 +11,12 @@ bounds), which never exceed the scheduled latency:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from phaze.cost.chip import cost_signatures
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.pipeline import LATENCY_FIELDS, core_fwd_s, single_stream_s, tp_values_of, variant_graph
@@ -38,12 +41,31 @@ def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: in
     return bound, comm, core
 
 
+@dataclass(frozen=True)
+class LowerBounds:
+    """Lower-bound latencies of every point: per part and field an array [len(variants), len(tp), signatures]
+    (NaN where not extracted), one column per distinct cost signature, and each point's column."""
+
+    values: dict[str, dict[str, np.ndarray]]
+    signature_of: np.ndarray
+
+    def at(self, index: int) -> dict[str, dict[str, np.ndarray]]:
+        """One point's latencies, in the shape phaze.pipeline takes."""
+        column = self.signature_of[index]
+        return {p: {f: a[..., column] for f, a in fields.items()} for p, fields in self.values.items()}
+
+
 def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, network: Network, inter_op_parallel: bool,
-                          variants: list[LayerVariant], tp_async: bool = False, overlap_slowdown: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
-    """Per part and field, lower-bound latencies shaped [len(variants), len(tp), P] (NaN where not extracted)."""
+                          variants: list[LayerVariant], tp_async: bool = False, overlap_slowdown: float = 0.0) -> LowerBounds:
+    """Every point's lower-bound latencies, computed once per distinct cost signature (HBM capacity, area and TDP
+    change no latency) and once per distinct graph (shards share their expert-free parts, variants the
+    graphs they do not change; stream options matter only on a single-stream chip)."""
     tp_values = tp_values_of(workloads)
-    shape = (len(variants), len(tp_values), len(points))
+    first, signature_of = cost_signatures(points)
+    signatures = points.iloc[first].reset_index(drop=True)
+    shape = (len(variants), len(tp_values), len(signatures))
     out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
+    done: dict[tuple, tuple] = {}
     for vi, variant in enumerate(variants):
         opts = StreamOptions(tp_async, variant.tp_comm_overlap, overlap_slowdown=overlap_slowdown)
         for ti, t in enumerate(tp_values):
@@ -51,23 +73,22 @@ def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, 
                 g = variant_graph(workloads, variant, t, part)
                 if g is None:
                     continue
+                key = (id(g), t, None if inter_op_parallel else opts)
+                if key not in done:
+                    done[key] = (direction_lower_bounds(g.fwd, signatures, network, t, inter_op_parallel, opts),
+                                 direction_lower_bounds(g.bwd, signatures, network, t, inter_op_parallel, opts))
+                (fwd, comm_fwd, core), (bwd, comm_bwd, _) = done[key]
                 fields = out[part]
-                fields["fwd_s"][vi, ti], fields["tp_comm_fwd_s"][vi, ti], fields["core_fwd_s"][vi, ti] = direction_lower_bounds(
-                    g.fwd, points, network, t, inter_op_parallel, opts)
-                fields["bwd_s"][vi, ti], fields["tp_comm_bwd_s"][vi, ti], _ = direction_lower_bounds(
-                    g.bwd, points, network, t, inter_op_parallel, opts)
-    return out
+                fields["fwd_s"][vi, ti], fields["tp_comm_fwd_s"][vi, ti], fields["core_fwd_s"][vi, ti] = fwd, comm_fwd, core
+                fields["bwd_s"][vi, ti], fields["tp_comm_bwd_s"][vi, ti] = bwd, comm_bwd
+    return LowerBounds(out, signature_of)
 
 
-def latencies_at(bounds: dict[str, dict[str, np.ndarray]], index: int) -> dict[str, dict[str, np.ndarray]]:
-    """One point's slice of lower_bound_latencies, in the shape phaze.pipeline takes."""
-    return {p: {f: a[..., index] for f, a in fields.items()} for p, fields in bounds.items()}
-
-
-def work_bound_throughput(bounds: dict[str, dict[str, np.ndarray]], workloads: dict[int, Workload], devices: int,
+def work_bound_throughput(lower_bounds: LowerBounds, workloads: dict[int, Workload], devices: int,
                           variants: list[LayerVariant]) -> np.ndarray:
     """Throughput upper bound (sequences/s) per point from total device-time: max over layer variants of
     D * mbs / W, W the least device-seconds of a microbatch (a stage at width t with cp ranks runs on t x cp devices)."""
+    bounds = lower_bounds.values
     tp_values = np.array(tp_values_of(workloads), dtype=np.float64)
     num_layers = next(iter(workloads.values())).num_layers
     count = {"pre": 1, "layer": num_layers, "post": 1}
@@ -79,4 +100,4 @@ def work_bound_throughput(bounds: dict[str, dict[str, np.ndarray]], workloads: d
             work = work + count[part] * np.nanmin(device_s, axis=0)
         bound = devices * variant.mbs / work
         best = bound if best is None else np.maximum(best, bound)
-    return best
+    return best[lower_bounds.signature_of]

@@ -21,7 +21,7 @@ from phaze.hardware.space import describe_points, enumerate_space, point_axes, r
 from phaze.cost.chip import COST_COLUMNS
 from phaze.pipeline import LayerLatencies, layer_latencies, load_workloads, placement_input, placer, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
-from phaze.search.bounds import latencies_at, lower_bound_latencies, work_bound_throughput
+from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
 from phaze.config_values import recompute_options
 from phaze.plan_space import options
 
@@ -118,7 +118,7 @@ class ModelEvaluator:
         if key not in self._layers:
             if len(self._layers) >= LAYER_CACHE_SIGNATURES:
                 self._layers.pop(next(iter(self._layers)))
-            self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, latencies_at(self.lower_bounds, index))
+            self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, self.lower_bounds.at(index))
         return self._layers[key]
 
     def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None, fixed: bool = False,
@@ -135,7 +135,7 @@ class ModelEvaluator:
             dominating = self._dominating_bound(point)
             if dominating <= beat:
                 return dominating
-        bounds = latencies_at(self.lower_bounds, index)
+        bounds = self.lower_bounds.at(index)
         beat_at = beat if cutoff and not fixed else None
         key = (signature(point), fixed)
         top, below = self._top_bound.get(key, (None, None))

@@ -11,7 +11,7 @@ import json
 import logging
 import pickle
 import time
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 import torch
@@ -36,6 +36,10 @@ ARCH_FIELDS = (
     "num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "moe_imbalance",
 )
 """The model fields that change the extracted graphs (name, source and expert placement do not)."""
+
+EXPERT_FREE_PARTS = ("pre", "post")
+"""Parts that expert parallelism leaves unchanged (the experts live in the blocks): a shard with ep > 1 shares
+them with its ep = 1 shard (the same objects, traced once; shards are traced in increasing ep)."""
 
 DTYPES = {2: torch.bfloat16, 4: torch.float32}
 """Training precision by bytes per element: bf16 mixed precision (PHAZE: fp16, 2 bytes) or fp32."""
@@ -91,8 +95,10 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     graphs = {}
     for shard in shards:
         parts = build_parts(model_cfg, mbs, shard.tp, dtype, sp=shard.sp, cp=shard.cp, ep=shard.ep)
-        graphs[shard] = {p: part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False)),
-                                       expert_param_bytes(parts[p].module)) for p in PARTS}
+        without_experts = graphs.get(replace(shard, ep=1), {})
+        graphs[shard] = {p: without_experts[p] if p in EXPERT_FREE_PARTS and p in without_experts else
+                         part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False)),
+                                    expert_param_bytes(parts[p].module)) for p in PARTS}
     params, active = count_params(model_cfg)
     return Workload(
         model_name=model_cfg.name,
@@ -122,3 +128,4 @@ def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     if path is not None:
         write_atomic(path, pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL))
     return workload
+
