@@ -17,7 +17,8 @@ from phaze.report.study import final_table
 from phaze.search import run_study, trials_frame
 from phaze.search.evaluator import MORE_IS_FASTER, SpaceEvaluator
 from phaze.search.pareto import COSTS, exact_front, known_values, recorder
-from phaze.search.study import progress_total, study_name, tracker_for
+from phaze.search.claims import PASSED_OVER, claims_for
+from phaze.search.study import progress_total, storage_url, study_name, tracker_for
 
 pytestmark = pytest.mark.slow
 
@@ -126,6 +127,25 @@ def test_local_workers_share_the_study(base, exhaustive, tmp_path):
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
     assert sorted(pd.to_numeric(runs["params.trial_number"])) == sorted(finished.trial)
+
+
+def test_local_workers_share_the_branch_and_bound_walk(base, exhaustive, tmp_path):
+    """search=bound with two workers: the exhaustive best; a point is passed over by one worker only (its claim kept as
+    PASSED_OVER, never also a trial's), and every point passed over or never proposed is no better than the best."""
+    cfg = compose_config(*base, "search=bound", "search.n_workers=2", f"search.storage=sqlite:///{tmp_path / 'studies.db'}")
+    out = run_study(cfg, progress=False)
+    best = out.best.throughput_seq_s
+    assert best == pytest.approx(exhaustive.max(), rel=1e-12)
+    owners = claims_for(storage_url(cfg), study_name(cfg)).owners_by_point()
+    df = trials_frame(out)
+    trial_points = set(df.point.dropna().astype(int))
+    passed = {p for p, owner in owners.items() if owner == PASSED_OVER}
+    assert passed and not passed & trial_points
+    assert {p for p, owner in owners.items() if owner != PASSED_OVER} == trial_points
+    unvisited = sorted(set(range(len(out.evaluator))) - trial_points)
+    assert (exhaustive.loc[unvisited].to_numpy() <= best * (1 + 1e-12)).all()
+    above = set(np.flatnonzero(out.evaluator.work_bound > best).tolist())
+    assert out.n_skipped == len(above & set(unvisited))
 
 
 @pytest.mark.parametrize("sampler", ["bound", "grid"])

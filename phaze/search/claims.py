@@ -15,6 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 TABLE = "phaze_point_claims"
+PASSED_OVER = -1
+"""The owner of a point that a worker's bound dismissed (a claim no trial holds): decided, never proposed again."""
 SQLITE_BUSY_TIMEOUT_S = 20.0
 """How long an SQLite writer waits for another process's lock: sqlite3's default of 5 s is short for
 several workers writing trials, heartbeats and claims into one file on a loaded machine; much longer

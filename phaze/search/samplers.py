@@ -7,6 +7,8 @@ from typing import Callable
 import numpy as np
 import optuna
 
+from phaze.search.claims import PASSED_OVER
+
 SAMPLERS = ("bound", "grid", "tpe", "nsga2", "pareto")
 """pareto: the exact fronts of throughput against area and TDP (phaze.search.pareto), not an Optuna sampler."""
 ORDERED = ("bound", "grid")
@@ -25,13 +27,17 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
     the study's pruning, once a point's bound cannot beat the best value no later point can.
     `skip` (set by the search for branch and bound) makes a predicate, once per proposal, telling
     which points a cheap true bound already shows unable to beat the study: those are passed over
-    without a trial (they are not claimed; a later pass over released points may still propose them).
+    without a trial. With `claim_first` (several workers) a point is claimed before its bound is
+    computed, so no two workers compute the same one, and a point passed over keeps its claim as
+    PASSED_OVER; otherwise passed-over points are not claimed (a later pass over released points
+    may still propose them).
     """
 
-    def __init__(self, order: np.ndarray, claims, param: str = "point"):
+    def __init__(self, order: np.ndarray, claims, param: str = "point", claim_first: bool = False):
         self.order = [int(i) for i in order]
         self.claims = claims
         self.param = param
+        self.claim_first = claim_first
         self.cursor = 0
         self.taken: set[int] | None = None
         self.skip: Callable[[optuna.Study], Callable[[int], bool]] | None = None
@@ -58,6 +64,14 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
             self.cursor += 1
             if point in self.taken:
                 continue
+            if self.claim_first:
+                if not self.claims.claim(point, trial.number):
+                    continue
+                if not passed_over(point):
+                    return point
+                self.claims.take_over(point, trial.number, PASSED_OVER)
+                self.n_skipped += 1
+                continue
             if passed_over(point):
                 self.n_skipped += 1
                 continue
@@ -81,7 +95,7 @@ def make_sampler(search_cfg, evaluator, claims=None, seed_offset: int = 0) -> op
     name = search_cfg.sampler
     seed = int(search_cfg.seed) + seed_offset
     if name == "bound":
-        return ClaimedOrderSampler(evaluator.order_by_bound(), claims)
+        return ClaimedOrderSampler(evaluator.order_by_bound(), claims, claim_first=int(search_cfg.n_workers) > 1)
     if name == "grid":
         return ClaimedOrderSampler(grid_order(len(evaluator), int(search_cfg.seed)), claims)
     if name == "tpe":

@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from phaze.compat import compat_of, switches_on
-from phaze.search.claims import PointTaken, claims_for
+from phaze.search.claims import PASSED_OVER, PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
 from phaze.search.samplers import ORDERED, SpaceExhausted, make_sampler
@@ -431,12 +431,13 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
 
 
 def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:
-    """Points of a pruning branch-and-bound study that no trial claimed although their work bound beats
-    the best value: the sampler passed over them on their placement bound."""
+    """Points of a pruning branch-and-bound study that no trial claimed (none, or PASSED_OVER) although their
+    work bound beats the best value: the sampler passed over them on their placement bound."""
     if cfg.search.sampler != "bound" or not cfg.search.prune or best_value is None:
         return 0
     above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best_value))
-    return len(set(above.tolist()) - set(study.sampler.claims.owners_by_point()))
+    by_trials = {point for point, owner in study.sampler.claims.owners_by_point().items() if owner != PASSED_OVER}
+    return len(set(above.tolist()) - by_trials)
 
 
 def pruned_by(trial: optuna.trial.FrozenTrial) -> tuple[float, str]:
