@@ -107,14 +107,18 @@ class ModelEvaluator:
                                                   bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
         self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices), variants)
         self.max_hbm_gib = float(points.hbm_gib.max())
-        self._layers: dict[tuple, LayerLatencies] = {}
+        self._layers: dict[int, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
         self._bounded: dict[tuple, list[tuple[np.ndarray, float]]] = {}
         """Placement bounds found so far, by the cost columns outside MORE_IS_FASTER: (those columns, bound)."""
 
+    def signature(self, index: int) -> int:
+        """The point's cost signature (phaze.cost.chip.cost_signatures): points sharing it have the same latencies."""
+        return int(self.lower_bounds.signature_of[index])
+
     def layers(self, index: int, point: pd.DataFrame) -> LayerLatencies:
         """The point's layer latencies (starting from its lower bounds), shared by its HBM siblings."""
-        key = signature(point)
+        key = self.signature(index)
         if key not in self._layers:
             if len(self._layers) >= LAYER_CACHE_SIGNATURES:
                 self._layers.pop(next(iter(self._layers)))
@@ -137,7 +141,7 @@ class ModelEvaluator:
                 return dominating
         bounds = self.lower_bounds.at(index)
         beat_at = beat if cutoff and not fixed else None
-        key = (signature(point), fixed)
+        key = (self.signature(index), fixed)
         top, below = self._top_bound.get(key, (None, None))
         if top is None or (below is not None and (beat is None or beat < below)):
             top, below = self._bound(point.assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
@@ -179,7 +183,7 @@ class ModelEvaluator:
     def solve(self, index: int, point: pd.DataFrame, place, beat: float | None = None) -> tuple[PlacementResult | None, bool, float, tuple]:
         """place() on the point's layers, scheduled as far as it needs them (or until it is shown unable
         to beat `beat`); (result, exact, scheduling seconds, the layer schedules that went past the list schedule)."""
-        fresh = signature(point) not in self._layers
+        fresh = self.signature(index) not in self._layers
         layers = self.layers(index, point)
         before, milps_before = (0.0, 0) if fresh else (layers.solve_s, len(layers.milps))
         result, exact = layers.best(place, beat)
@@ -220,12 +224,6 @@ def point_table(hw) -> pd.DataFrame:
     """The valid points of a hardware space in the search's order (sorted by their axes): a trial's
     `point` parameter is a row index of this table."""
     return enumerate_space(hw).sort_values(list(point_axes(hw))).reset_index(drop=True)
-
-
-def signature(point: pd.DataFrame) -> tuple:
-    """What a point's operator latencies depend on (phaze.cost.chip.COST_COLUMNS)."""
-    row = point.iloc[0]
-    return tuple(float(row[c]) for c in COST_COLUMNS if c in point.columns)
 
 
 class SpaceEvaluator:

@@ -128,4 +128,3 @@ def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     if path is not None:
         write_atomic(path, pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL))
     return workload
-
