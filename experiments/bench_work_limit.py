@@ -47,6 +47,14 @@ def open_graphs(workload, points, network, mip_gap: float) -> list[tuple[str, tu
     return out
 
 
+def write_page(path: Path, intro: list[str], summary: pd.DataFrame, df: pd.DataFrame, per_graph: str = "Per graph:") -> None:
+    """Write (and print) a bench page: its intro lines, the summary table, then the per-graph table."""
+    text = "\n".join([*intro, "", summary.to_markdown(index=False, floatfmt=".4f"), "", per_graph, "", df.to_markdown(index=False, floatfmt=".4f"), ""])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=40)
@@ -77,27 +85,16 @@ def main() -> None:
     base = df[df.work_limit == min(args.limits)].set_index("graph").makespan_vs_list
     top = df[df.work_limit == max(args.limits)].set_index("graph").makespan_vs_list
     gain = (base - top) / base
-    text = "\n".join([
+    write_page(RESULTS, [
         "# MILP effort on the open layer graphs (`python -m experiments.bench_work_limit`)",
         "",
         f"Llama-2-7B, t=1, microbatch 1; {args.points} seeded (seed {SEED}) random points of hw=phaze_grid; the {len(graphs)} layer graphs whose "
         f"list schedule is more than {cfg.schedule.mip_gap:.0%} above its lower bound. Gurobi, 1 thread, time limit {TIME_LIMIT_S:.0f} s "
         f"(never reached), cache off. Makespan and bound relative to the list schedule's makespan. Machine: {platform.machine()}, 2 cores shared.",
         "",
-        summary.to_markdown(index=False, floatfmt=".4f"),
-        "",
         f"Schedule improvement from work limit {max(args.limits):g} over {min(args.limits):g}: median {gain.median():.3%}, "
         f"largest {gain.max():.3%} (graphs: {len(gain)}).",
-        "",
-        "Per graph:",
-        "",
-        df.to_markdown(index=False, floatfmt=".4f"),
-        "",
-    ])
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
-
+    ], summary, df)
 
 if __name__ == "__main__":
     main()

@@ -258,6 +258,7 @@ def check_schedule(s) -> None:
     if s.work_limit is not None:
         _positive(s.work_limit, "schedule.work_limit")
     positive_ints(s.threads, "schedule.threads")
+    _choice(s.mode_search, "schedule.mode_search", (None, True, False))
 
 
 def check_dimensions(cfg, model) -> None:

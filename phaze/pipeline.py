@@ -7,10 +7,11 @@ search call it for each accelerator point they consider.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+from omegaconf import DictConfig, OmegaConf
 
 from phaze.compat import compat_of, expert_run_spaces, network_for
 from phaze.config_values import positive_ints, recompute_options
@@ -23,6 +24,7 @@ from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
 from phaze.schedule import LayerSchedule, heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
+from phaze.schema import ScheduleCfg
 from phaze.workload.extract import extract_workload
 from phaze.workload.graph import PARTS, Workload
 from phaze.workload.inference import forward_only
@@ -268,6 +270,15 @@ def load_workloads(cfg) -> dict[int, Workload]:
     }
 
 
+def schedule_settings(cfg) -> ScheduleCfg:
+    """cfg.schedule with schedule.mode_search resolved: null is on with train.step_model=timeline and off with
+    PHAZE's step, so PHAZE's world keeps the layer schedules its numbers were measured with."""
+    settings = ScheduleCfg(**OmegaConf.to_container(cfg.schedule)) if isinstance(cfg.schedule, DictConfig) else cfg.schedule
+    if settings.mode_search is None:
+        settings = replace(settings, mode_search=cfg.train.step_model != "phaze")
+    return settings
+
+
 def variants_of(cfg) -> list[LayerVariant]:
     return layer_variants(cfg, bool(cfg.hw.inter_op_parallel))
 
@@ -277,7 +288,7 @@ def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], ne
     tp_values = tp_values_of(workloads)
     variants = variants_of(cfg)
     if latencies is None:
-        latencies = part_latencies(workloads, point, network, cfg.schedule, tp_values, variants, bool(cfg.hw.inter_op_parallel),
+        latencies = part_latencies(workloads, point, network, schedule_settings(cfg), tp_values, variants, bool(cfg.hw.inter_op_parallel),
                                    bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
     costs = part_costs(workloads, tp_values, variants, latencies)
     any_w = next(iter(workloads.values()))
@@ -334,7 +345,7 @@ def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Ne
 def layer_latencies(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, lower_bounds=None) -> LayerLatencies:
     """The point's LayerLatencies; `lower_bounds` (one point's slice of phaze.search.bounds.lower_bound_latencies)
     spares computing the initial bounds."""
-    return LayerLatencies(workloads, point, network, cfg.schedule, tp_values_of(workloads), variants_of(cfg),
+    return LayerLatencies(workloads, point, network, schedule_settings(cfg), tp_values_of(workloads), variants_of(cfg),
                           bool(cfg.hw.inter_op_parallel), lower_bounds, bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
 
 

@@ -296,6 +296,11 @@ class ScheduleCfg:
     # Gurobi's size-limited licence) has no work units and takes it as seconds.
     work_limit: Optional[float] = 5.0
     threads: int = 1
+    # Before the MILP, refute makespans over the tensor unit's mode decisions and list-schedule the assignments left
+    # (phaze.schedule.modes): shorter schedules and proven bounds, so most layers close without the MILP. null: on
+    # with train.step_model=timeline, off with PHAZE's step, whose world keeps the schedules (and numbers) it had
+    # (phaze.pipeline.schedule_settings); schedule_layer reads null as on.
+    mode_search: Optional[bool] = None
     cache: bool = True
     cache_dir: str = ".cache/phaze/schedule"  # on-disk cache of solved layers (one JSON file per problem)
 

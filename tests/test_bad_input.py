@@ -72,6 +72,7 @@ CASES = [
     (["search.grace_period_s=2", "search.heartbeat_interval_s=5"], "search.grace_period_s", "> search.heartbeat_interval_s=5"),
     (["schedule.mip_gap=1.5"], "schedule.mip_gap", "[0, 1)"),
     (["schedule.backend=cplex"], "schedule.backend", "highs"),
+    (["schedule.mode_search=sometimes"], "schedule.mode_search", "bool"),
     (["placement.dp=4"], "placement.dp", "all three"),
     (["train.global_batch=16", "placement.dp=16", "placement.pp=1", "placement.tp=1"], "placement.dp", "placement.dp <= 8"),
     (["placement.dp=4", "placement.pp=2", "placement.tp=4"], "placement.dp x pp x tp", "cluster.devices=16"),

@@ -29,9 +29,13 @@ def effective_cores(problem: LayerProblem) -> list[int]:
     return [int(c) if c == 1 else int(min(c, max(2, h))) for c, h in zip(problem.capacity.tolist(), holders.tolist())]
 
 
-def problem_key(problem: LayerProblem, mip_gap: float) -> str:
+def problem_key(problem: LayerProblem, mip_gap: float, mode_search: bool = False) -> str:
+    """The cache key; a schedule found with the mode search is keyed apart (the keys without it are unchanged)."""
     h = hashlib.sha256()
-    h.update(json.dumps({"v": CACHE_VERSION, "n": problem.n, "cores": effective_cores(problem), "gap": float(mip_gap)}).encode())
+    head = {"v": CACHE_VERSION, "n": problem.n, "cores": effective_cores(problem), "gap": float(mip_gap)}
+    if mode_search:
+        head["modes"] = True
+    h.update(json.dumps(head).encode())
     h.update(",".join(problem.unit.tolist()).encode())
     for arr in (problem.src, problem.dst, problem.single_s, problem.parallel_s):
         h.update(np.ascontiguousarray(arr).tobytes())

@@ -93,9 +93,11 @@ def _single_row(b: MilpBuilder, cols, coefs, lo, hi) -> None:
     b.add_sum_rows(np.zeros(len(cols), dtype=np.int64), cols, np.asarray(coefs, dtype=np.float64), lo, hi)
 
 
-def build_ilp(problem: LayerProblem, upper: ListSchedule, lower_s: float, cliques: list[np.ndarray] = ()) -> tuple[MilpModel, IlpLayout, np.ndarray]:
+def build_ilp(problem: LayerProblem, upper: ListSchedule, lower_s: float, cliques: list[np.ndarray] = (),
+              fixed_parallel: np.ndarray | None = None, fixed_single: np.ndarray | None = None) -> tuple[MilpModel, IlpLayout, np.ndarray]:
     """The MILP for `problem` given a feasible schedule `upper` and the capacity cuts found so far
-    (`cliques`: sets of C + 1 operators of one unit); returns (model, layout, warm start)."""
+    (`cliques`: sets of C + 1 operators of one unit); returns (model, layout, warm start). `fixed_parallel` and
+    `fixed_single` (masks of choice operators) fix modes: the model then covers only schedules that keep them."""
     scale = upper.makespan_s
     d1 = problem.dur_single / scale
     dp = problem.dur_parallel / scale
@@ -105,7 +107,11 @@ def build_ilp(problem: LayerProblem, upper: ListSchedule, lower_s: float, clique
     latest_finish = 1.0 - tail
     latest_start = np.maximum(latest_finish - dmin, head)
     forced = problem.choice & (head + d1 + tail > 1.0 + WINDOW_FIX_TOL)
+    if fixed_parallel is not None:
+        forced |= problem.choice & fixed_parallel
     choice = problem.choice & ~forced
+    if fixed_single is not None:
+        choice &= ~fixed_single
     exclusive = problem.fixed_exclusive | forced
     base = np.where(forced, dp, d1)
     dy = np.where(choice, dp - d1, 0.0)

@@ -1,18 +1,31 @@
-"""Schedule one layer direction: cache, bounds, list schedule, and the MILP only when they leave a gap."""
+"""Schedule one layer direction: cache, bounds, list schedule, the mode search, and the MILP only when they leave a gap."""
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from phaze.schedule.backends import BACKEND_CHOICES, SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.cache import cache_for, problem_key
 from phaze.schedule.checker import check_times
-from phaze.schedule.heuristic import ListSchedule, best_list_schedule
+from phaze.schedule.heuristic import ListSchedule, best_list_schedule, best_with_modes
 from phaze.schedule.ilp import build_ilp, decode, overloads
 from phaze.schedule.instance import LayerProblem
+from phaze.schedule.modes import FixedModes, ModeSearch
 from phaze.schedule.result import LayerSchedule
 from phaze.schema import ScheduleCfg
+
+GAP_ROUND_OFF = 1e-9
+"""Relative margin by which the mode search aims inside the gap, so that a bound it proves there closes the gap
+whatever the round-off in best * (1 - gap)."""
+
+MODE_ROUNDS = 2
+"""Rounds of list-scheduling the mode search's open assignments, each at the gap below the best schedule so far. On
+the 20 open Llama-2-7B backward layers of experiments/bench_mode_search.py the first round shortened 7 by 2.9-3.7%
+and a second never found more; it enumerates the assignments again at the shorter schedule's gap, fewer of them,
+so that more modes are fixed in the MILP."""
 
 
 def _gap(makespan_s: float, bound_s: float) -> float:
@@ -37,22 +50,54 @@ def heuristic_for(problem: LayerProblem) -> LayerSchedule:
 
 
 def solve_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule:
-    """Optimal schedule within cfg.mip_gap, or the best one found within cfg.time_limit_s and cfg.work_limit; the MILP
-    runs only when the list schedule and the lower bound are further apart than the gap."""
+    """Optimal schedule within cfg.mip_gap, or the best one found within cfg.time_limit_s and cfg.work_limit; the mode
+    search runs when the list schedule and the lower bound are further apart than the gap, the MILP when it
+    leaves them so."""
     t0 = time.perf_counter()
     lower = problem_lower_bound_s(problem)
     best = best_list_schedule(problem)
     if _gap(best.makespan_s, lower) <= cfg.mip_gap:
         return _from_list(problem, best, lower, "optimal", "heuristic", t0)
-    return milp_schedule(problem, cfg, best, lower, t0)
+    modes = None
+    if uses_modes(cfg):
+        best, lower, modes = mode_search(problem, cfg.mip_gap, best, lower)
+        if _gap(best.makespan_s, lower) <= cfg.mip_gap:
+            return _from_list(problem, best, lower, "optimal", "heuristic", t0)
+    return milp_schedule(problem, cfg, best, lower, t0, modes)
 
 
-def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, lower: float, t0: float) -> LayerSchedule:
+def uses_modes(cfg: ScheduleCfg) -> bool:
+    """schedule.mode_search, null read as on (phaze.pipeline.schedule_settings resolves it for a job)."""
+    return cfg.mode_search is not False
+
+
+def mode_search(problem: LayerProblem, mip_gap: float, best: ListSchedule, lower_s: float) -> tuple[ListSchedule, float, FixedModes | None]:
+    """A shorter schedule from the tensor-unit mode assignments that the refutation leaves open at the gap
+    below `best` (only they can beat it by the gap), the largest makespan it refutes as the bound, and the
+    modes every open assignment shares (None where the enumeration stopped at a limit)."""
+    search = ModeSearch(problem)
+    for _ in range(MODE_ROUNDS):
+        limit_s = best.makespan_s * (1.0 - mip_gap) * (1.0 + GAP_ROUND_OFF)
+        assignments, complete = search.leaves(limit_s)
+        if not complete:  # so many assignments stay open that the modes hardly matter: the list scheduler's stand
+            break
+        better = best_with_modes(problem, assignments, best)
+        if better.makespan_s >= best.makespan_s:
+            break
+        best = better
+    modes = search.common_modes(assignments, limit_s) if complete and assignments else None
+    return best, max(lower_s, search.lower_bound_s(lower_s, best.makespan_s)), modes
+
+
+def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, lower: float, t0: float,
+                  modes: FixedModes | None = None) -> LayerSchedule:
     """The MILP rounds from the list schedule `best` and the bound `lower` (s), at least one round.
 
     Each round solves the MILP with the capacity cuts found so far; a solution that overloads a
     unit adds cuts for the next round. Every round's bound is valid and every solution is replayed
-    into a feasible schedule, so the loop stops as soon as the two are within the gap.
+    into a feasible schedule, so the loop stops as soon as the two are within the gap. With `modes`
+    the model keeps them, so its bound holds for the schedules that keep them and, capped at
+    modes.below_s, for all; a model with no solution then proves that cap.
     """
     if best.makespan_s <= 0.0:  # nothing takes time (and the model is scaled by the makespan)
         return _from_list(problem, best, lower, "optimal", "heuristic", t0)
@@ -64,15 +109,18 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
         remaining = deadline - time.perf_counter()
         if remaining <= 0 or (work_left is not None and work_left <= 0):
             break
-        model, layout, start = build_ilp(problem, best, lower, cliques)
+        model, layout, start = build_ilp(problem, best, lower, cliques, *((modes.parallel, modes.single) if modes else ()))
         params = SolveParams(mip_gap=cfg.mip_gap, time_limit_s=remaining, threads=cfg.threads, work_limit=work_left)
         result, note = solve_milp(model, cfg.backend, params, start)
         if work_left is not None:
             work_left -= result.work
         backend, fallback = result.backend, fallback or note
+        if result.status == SolveStatus.INFEASIBLE and modes is not None:  # nothing as short as best keeps the modes
+            lower = max(lower, modes.below_s)
+            break
         if result.status in (SolveStatus.INFEASIBLE, SolveStatus.ERROR):
             raise RuntimeError(f"{result.backend} failed on a layer MILP that has a feasible schedule: {result.status.value} {result.message}")
-        lower = max(lower, result.bound * layout.scale_s)
+        lower = max(lower, min(result.bound * layout.scale_s, modes.below_s if modes else np.inf))
         if not result.has_solution:
             break
         replayed = decode(problem, layout, result.x)
@@ -98,7 +146,7 @@ def schedule_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg:
         raise ValueError(f"schedule.backend={cfg.backend!r}; allowed: {BACKEND_CHOICES}")
     problem = LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)
     store = cache_for(cfg.cache_dir) if cfg.cache else None
-    key = problem_key(problem, cfg.mip_gap) if store else ""
+    key = problem_key(problem, cfg.mip_gap, uses_modes(cfg)) if store else ""
     if store:
         hit = store.load(key, cfg.time_limit_s, cfg.work_limit)
         if hit is not None:
