@@ -12,10 +12,7 @@ the run's wall time and the best throughput it found. Writes experiments/results
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +20,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments.paper_comparison import RESULTS  # noqa: E402
 from experiments.profile_search import milp_closure  # noqa: E402
-from experiments.worker_speedup import best_throughput  # noqa: E402
+from experiments.worker_speedup import best_throughput, fresh_run  # noqa: E402
 
 PRESETS = ("phaze", "megatron")
 CLOSURE_TARGET = 0.95
@@ -33,15 +30,8 @@ MEDIAN_TARGET_S = 2.0
 
 def run(overrides: list[str]) -> tuple[float, str, pd.DataFrame]:
     """(wall s, best throughput, one row per layer past the list schedule) of one run from empty caches."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        storage = f"sqlite:///{tmp / 'studies.db'}"
-        start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "phaze.run", *overrides, f"cache_dir={tmp / 'cache'}",
-                              f"schedule.cache_dir={tmp / 'cache' / 'schedule'}", f"search.storage={storage}",
-                              f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"], check=True, capture_output=True, text=True, cwd=tmp)
-        wall = time.perf_counter() - start
-        return wall, best_throughput(out.stdout), milp_closure(storage)
+    with fresh_run(overrides) as (wall, stdout, storage):
+        return wall, best_throughput(stdout), milp_closure(storage)
 
 
 def summary(preset: str, modes: bool, wall_s: float, best: str, layers: pd.DataFrame) -> dict:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,16 +32,24 @@ def best_throughput(stdout: str) -> str:
     return row[:end].split()[-1] if header and row else "?"
 
 
-def headline(overrides: list[str], workers: int) -> tuple[float, str]:
-    """(wall s, the best throughput found) of one run from empty caches."""
+@contextmanager
+def fresh_run(overrides: list[str]):
+    """One `python -m phaze.run` from empty caches in a fresh temporary directory: yields (wall s, its stdout, the
+    study storage URL), the directory kept until the block ends."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        storage = f"sqlite:///{tmp / 'studies.db'}"
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "phaze.run", *overrides, f"search.n_workers={workers}", f"cache_dir={tmp / 'cache'}",
-                              f"schedule.cache_dir={tmp / 'cache' / 'schedule'}", f"search.storage=sqlite:///{tmp / 'studies.db'}",
+        out = subprocess.run([sys.executable, "-m", "phaze.run", *overrides, f"cache_dir={tmp / 'cache'}",
+                              f"schedule.cache_dir={tmp / 'cache' / 'schedule'}", f"search.storage={storage}",
                               f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"], check=True, capture_output=True, text=True, cwd=tmp)
-        wall = time.perf_counter() - start
-    return wall, best_throughput(out.stdout)
+        yield time.perf_counter() - start, out.stdout, storage
+
+
+def headline(overrides: list[str], workers: int) -> tuple[float, str]:
+    """(wall s, the best throughput found) of one run from empty caches."""
+    with fresh_run([*overrides, f"search.n_workers={workers}"]) as (wall, stdout, _):
+        return wall, best_throughput(stdout)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from phaze.schedule import sgs
-from phaze.schedule.instance import RESOURCES, LayerProblem
+from phaze.schedule.instance import TENSOR, LayerProblem
 
 MODE_RULES = ("earliest_finish", "fastest", "least_work")
 """How an operator with a choice picks its mode: earliest finish time, shortest duration, or fewest
@@ -151,7 +151,7 @@ def best_with_modes(problem: LayerProblem, assignments, best: ListSchedule) -> L
         return best
     mirrored = problem.reversed()
     orders = [topological(problem, blend_key(problem, weight)) for weight in np.linspace(0.0, 1.0, MODE_ORDERS)]
-    tensor = problem.choice & (problem.resource == RESOURCES.index("tc"))
+    tensor = problem.choice & (problem.resource == TENSOR)
     for parallel in assignments:
         modes = np.where(tensor, parallel, best.parallel)
         for order in orders:

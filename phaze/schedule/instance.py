@@ -19,6 +19,10 @@ UNITS = ("tc", "vc", "net", "none")
 RESOURCES = ("tc", "vc", "net")
 """The units that hold a resource; an operator's `resource` index points into this tuple (-1: none)."""
 
+TENSOR = RESOURCES.index("tc")
+"""The tensor unit's index: the mode search branches on its operators' modes (their matmuls decide the layer) and
+heuristic.best_with_modes list-schedules its assignments."""
+
 NET_CAPACITY = 1
 """Collectives serialise on the network (issue 4 contract); they may overlap compute."""
 

@@ -8,11 +8,11 @@ refute it, each valid for every schedule that respects the decisions:
   fixed durations); T < head + duration + tail refutes;
 * per unit and set S = {its operators with head >= a}, taken by decreasing tail: a + work(S) + the
   smallest tail > T refutes, where work(S) is the least unit time S needs: the sum of its shares on
-  the vector unit and the network; on the tensor unit, parallel mode holds every core, so it adds
-  its duration, and single-mode operators share the unit with each other only, so the time they hold
-  it is at least the longest single duration among them, the longest dependency chain of them, and
-  the sum of their shares d1 / k (k: bounds.concurrency); a relaxation minimised over that longest
-  duration L holds whatever the free operators choose (_single_time_refutes);
+  the network; on a multi-core unit, parallel mode holds every core, so it adds its duration, and
+  single-mode operators share the unit with each other only, so the time they hold it is at least
+  the longest single duration among them, the sum of their shares d1 / k (k: bounds.concurrency)
+  and, on the tensor unit, the longest dependency chain of them; a relaxation minimised over that
+  longest duration L holds whatever the free operators choose (_single_time_refutes);
 * propagation: a free operator whose single duration cannot fit head + d1 + tail <= T runs parallel.
 Branching on the free tensor-unit choices (longest single duration first, parallel first) until
 every one is decided or refuted gives the assignments left (leaves): none left means T is refuted.
@@ -28,11 +28,7 @@ import numpy as np
 from numba import njit
 
 from phaze.schedule.bounds import concurrency
-from phaze.schedule.instance import RESOURCES, LayerProblem
-
-TENSOR = RESOURCES.index("tc")
-"""The unit whose choices are branched on: its operators are the long ones whose modes decide the layer
-(heuristic.best_with_modes list-schedules the same unit's assignments)."""
+from phaze.schedule.instance import TENSOR, LayerProblem
 
 REFUTE_TOL = 1e-9
 """Relative margin a bound must clear before it refutes T (round-off in the sums of durations)."""
@@ -242,11 +238,11 @@ class ModeSearch:
                     return found, False
                 continue
             i = open_[np.argmax(d1[open_])]
-            single, parallel = sing.copy(), par.copy()
+            single, parallel = sing.copy(), par.copy()  # a node's tests add to its own `par`, never to `sing`
             single[i] = True
             parallel[i] = True
-            stack.append((par.copy(), single))
-            stack.append((parallel, sing.copy()))
+            stack.append((par, single))
+            stack.append((parallel, sing))
         return found, True
 
     def refuted(self, limit_s: float, max_nodes: int = MAX_NODES) -> bool:
