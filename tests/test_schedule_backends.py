@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,24 @@ def test_schedule_layer_records_the_fallback():
     assert sched.fallback.startswith("gurobi:") and "size-limited" in sched.fallback
     with pytest.raises(BackendUnavailableError):
         schedule_layer(*args, cfg=ScheduleCfg(backend="gurobi", mip_gap=1e-3, time_limit_s=3.0, cache=False))
+
+
+@pytest.mark.solver
+def test_the_milp_keeps_its_time_limit_after_a_slow_start(monkeypatch):
+    """The time limit is the MILP's: a mode search that takes it all (a cold Numba cache does) still leaves one round."""
+    import phaze.schedule.layer as layer
+
+    cfg = ScheduleCfg(backend="highs", mip_gap=1e-3, time_limit_s=0.5, cache=False)
+    slow = layer.mode_search
+
+    def mode_search_taking_the_limit(*args):
+        start = time.perf_counter()
+        out = slow(*args)
+        time.sleep(max(0.0, cfg.time_limit_s - (time.perf_counter() - start)))
+        return out
+
+    monkeypatch.setattr(layer, "mode_search", mode_search_taking_the_limit)
+    assert schedule_layer(*wide_layer(80), cfg=cfg).backend == "highs"
 
 
 def test_unknown_backend_is_rejected():

@@ -50,9 +50,9 @@ def heuristic_for(problem: LayerProblem) -> LayerSchedule:
 
 
 def solve_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule:
-    """Optimal schedule within cfg.mip_gap, or the best one found within cfg.time_limit_s and cfg.work_limit; the mode
-    search runs when the list schedule and the lower bound are further apart than the gap, the MILP when it
-    leaves them so."""
+    """Optimal schedule within cfg.mip_gap, or the best one the MILP finds within cfg.time_limit_s and
+    cfg.work_limit; the mode search runs when the list schedule and the lower bound are further apart than the
+    gap, the MILP when it leaves them so."""
     t0 = time.perf_counter()
     lower = problem_lower_bound_s(problem)
     best = best_list_schedule(problem)
@@ -101,7 +101,7 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
     """
     if best.makespan_s <= 0.0:  # nothing takes time (and the model is scaled by the makespan)
         return _from_list(problem, best, lower, "optimal", "heuristic", t0)
-    deadline = t0 + cfg.time_limit_s
+    deadline = time.perf_counter() + cfg.time_limit_s  # the MILP's own budget: a cold Numba cache can spend seconds before it
     work_left = cfg.work_limit
     cliques: list = []
     backend, fallback, proven = "heuristic", "", False
