@@ -15,12 +15,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from phaze.compat import compat_of, expert_run_spaces, network_for
 from phaze.config_values import positive_ints, recompute_options
+from phaze.cost.chip import unique_chips
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import Accelerator
 from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
 from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table, time_table
 from phaze.placement.plan import PlanCost, evaluate_plan
+from phaze.placement.solve import Space
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
 from phaze.schedule import LayerSchedule, heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
@@ -86,6 +88,7 @@ class LayerLatencies:
         self.network = network
         row = point.iloc[0]
         self.cores = (int(row.n_tc), int(row.n_vc))
+        self.chips = unique_chips(point)
         shape = (len(self.variants), len(self.tp_values))
         self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
         self.unlisted: set[tuple] = set()
@@ -134,7 +137,7 @@ class LayerLatencies:
         vi, ti, part, direction = key
         g = variant_graph(self.workloads, self.variants[vi], self.tp_values[ti], part)
         compute = (g.fwd if direction == "fwd" else g.bwd).without_views()
-        lat = op_latencies(compute.ops, self.point, self.network, self.tp_values[ti])
+        lat = op_latencies(compute.ops, self.point, self.network, self.tp_values[ti], self.chips)
         return compute, lat.unit, lat.single_s[:, 0], lat.parallel_s[:, 0]
 
     def list_schedule(self, keys) -> None:
@@ -235,20 +238,18 @@ def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network:
                           overlap_slowdown=overlap_slowdown).solve_all()
 
 
-def part_costs(workloads: dict[int, Workload], tp_values, variants: list[LayerVariant],
-               latencies: dict[str, dict[str, np.ndarray]]) -> dict[str, PartCosts]:
-    """PartCosts per part: the given latencies plus the workload's bytes (parameters, activations, boundaries)."""
-    costs = {}
+def part_sizes(workloads: dict[int, Workload], tp_values, variants: list[LayerVariant]) -> dict[str, dict[str, np.ndarray]]:
+    """Per part, the workload's bytes (SIZE_FIELDS) for every (layer variant, TP width); NaN where not extracted."""
+    sizes = {}
     for part in PARTS:
-        sizes = {f: np.full((len(variants), len(tp_values)), np.nan) for f in SIZE_FIELDS}
+        sizes[part] = {f: np.full((len(variants), len(tp_values)), np.nan) for f in SIZE_FIELDS}
         for vi, variant in enumerate(variants):
             for ti, t in enumerate(tp_values):
                 g = variant_graph(workloads, variant, t, part)
                 if g is not None:
-                    for f in sizes:
-                        sizes[f][vi, ti] = getattr(g, f)
-        costs[part] = PartCosts(**latencies[part], **sizes)
-    return costs
+                    for f in SIZE_FIELDS:
+                        sizes[part][f][vi, ti] = getattr(g, f)
+    return sizes
 
 
 def tp_values_of(workloads: dict[int, Workload]) -> list[int]:
@@ -285,34 +286,66 @@ def variants_of(cfg) -> list[LayerVariant]:
 
 def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, latencies=None) -> PlacementInput:
     """The placement DP's input for one accelerator point: every part scheduled (or the given latencies)."""
-    tp_values = tp_values_of(workloads)
-    variants = variants_of(cfg)
     if latencies is None:
-        latencies = part_latencies(workloads, point, network, schedule_settings(cfg), tp_values, variants, bool(cfg.hw.inter_op_parallel),
-                                   bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
-    costs = part_costs(workloads, tp_values, variants, latencies)
-    any_w = next(iter(workloads.values()))
+        latencies = part_latencies(workloads, point, network, schedule_settings(cfg), tp_values_of(workloads), variants_of(cfg),
+                                   bool(cfg.hw.inter_op_parallel), bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
+    return placement_inputs(cfg, point, workloads, network)(latencies)
+
+
+@dataclass(frozen=True)
+class PlacementSetup:
+    """What the placement DP's input and space take from the configuration and the workload, whatever the point:
+    read once per model, since a search builds a point's input again each time more of its layers are scheduled."""
+
+    variants: list[LayerVariant]
+    sizes: dict[str, dict[str, np.ndarray]]
+    num_layers: int
+    space: Space
+    fixed: dict | None
+    fp8: bool
+    fields: dict
+    """PlacementInput fields that do not depend on the point."""
+
+    @classmethod
+    def of(cls, cfg, workloads: dict[int, Workload]) -> "PlacementSetup":
+        tp_values = tp_values_of(workloads)
+        variants = variants_of(cfg)
+        any_w = next(iter(workloads.values()))
+        fields = dict(
+            mbs_values=np.array([v.mbs for v in variants]), sp_values=np.array([v.sp for v in variants]),
+            cp_values=np.array([v.cp for v in variants]), overlap_values=np.array([v.tp_comm_overlap for v in variants]),
+            ep_values=np.array([v.ep for v in variants]),
+            tp_values=np.array(tp_values),
+            devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
+            optimizer=cfg.train.optimizer,
+            bytes_per_elem=int(cfg.train.bytes_per_elem), grad_bytes_per_elem=int(cfg.train.grad_bytes_per_elem or 0),
+            master_bytes_per_param=int(cfg.train.master_bytes_per_param or 0),
+            weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem)),
+            p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
+            recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
+            part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
+            step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
+            overlap_param_gather=bool(cfg.train.overlap_param_gather),
+            update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
+            overlap_slowdown=float(cfg.hw.overlap_slowdown),
+        )
+        return cls(variants, part_sizes(workloads, tp_values, variants), any_w.num_layers, placement_space(cfg), fixed_plan(cfg),
+                   cfg.train.precision == "fp8", fields)
+
+
+def placement_inputs(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, setup: PlacementSetup | None = None):
+    """latencies -> the placement DP's input for one accelerator point (`setup`: PlacementSetup.of(cfg, workloads))."""
+    setup = setup or PlacementSetup.of(cfg, workloads)
     row = point.iloc[0]
     chip = Accelerator.from_row(row)
-    return PlacementInput.from_parts(
-        costs["pre"], costs["layer"], costs["post"], any_w.num_layers,
-        mbs_values=np.array([v.mbs for v in variants]), sp_values=np.array([v.sp for v in variants]),
-        cp_values=np.array([v.cp for v in variants]), overlap_values=np.array([v.tp_comm_overlap for v in variants]),
-        ep_values=np.array([v.ep for v in variants]),
-        tp_values=np.array(tp_values),
-        devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
-        hbm_bytes=float(row.hbm_gib) * GIB, network=network, optimizer=cfg.train.optimizer,
-        bytes_per_elem=int(cfg.train.bytes_per_elem), grad_bytes_per_elem=int(cfg.train.grad_bytes_per_elem or 0),
-        master_bytes_per_param=int(cfg.train.master_bytes_per_param or 0),
-        weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem)),
-        p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
-        recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
-        peak_flops_s=chip.peak_matmul_flops * (chip.fp8_matmul_ratio if cfg.train.precision == "fp8" else 1.0), part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
-        step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
-        overlap_param_gather=bool(cfg.train.overlap_param_gather),
-        update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
-        hbm_bytes_s=chip.achievable_hbm_bytes_s, overlap_slowdown=float(cfg.hw.overlap_slowdown),
-    )
+    fields = dict(setup.fields, hbm_bytes=float(row.hbm_gib) * GIB, network=network, hbm_bytes_s=chip.achievable_hbm_bytes_s,
+                  peak_flops_s=chip.peak_matmul_flops * (chip.fp8_matmul_ratio if setup.fp8 else 1.0))
+
+    def build(latencies) -> PlacementInput:
+        costs = {part: PartCosts(**latencies[part], **setup.sizes[part]) for part in PARTS}
+        return PlacementInput.from_parts(costs["pre"], costs["layer"], costs["post"], setup.num_layers, **fields)
+
+    return build
 
 
 def fixed_plan(cfg) -> dict | None:
@@ -325,18 +358,20 @@ def fixed_plan(cfg) -> dict | None:
                 recompute=recompute_options(cfg.train.recompute)[-1], layers_per_stage=p.get("layers_per_stage"), **one)
 
 
-def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, beat_seq_s: float | None = None):
+def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, beat_seq_s: float | None = None,
+           setup: PlacementSetup | None = None):
     """latencies -> the best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp.
-    With `beat_seq_s` only placements of a higher throughput count: None when there is none (cheaper to show)."""
-    fixed = fixed_plan(cfg)
-    space = placement_space(cfg)
+    With `beat_seq_s` only placements of a higher throughput count: None when there is none (cheaper to show).
+    `setup`: PlacementSetup.of(cfg, workloads), where the caller keeps it."""
+    setup = setup or PlacementSetup.of(cfg, workloads)
     cutoff_s = int(cfg.train.global_batch) / beat_seq_s if beat_seq_s else np.inf
+    inputs = placement_inputs(cfg, point, workloads, network, setup)
 
     def place(latencies) -> PlacementResult | None:
-        inp = placement_input(cfg, point, workloads, network, latencies)
-        if fixed is not None:
-            return evaluate_fixed(inp, **fixed)
-        found = [r for r in (optimize(inp, space=s, cutoff_s=cutoff_s) for s in expert_run_spaces(cfg, inp, space)) if r is not None]
+        inp = inputs(latencies)
+        if setup.fixed is not None:
+            return evaluate_fixed(inp, **setup.fixed)
+        found = [r for r in (optimize(inp, space=s, cutoff_s=cutoff_s) for s in expert_run_spaces(cfg, inp, setup.space)) if r is not None]
         return max(found, key=lambda r: r.throughput_seq_s, default=None)
 
     return place

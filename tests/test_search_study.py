@@ -1,8 +1,6 @@
 """The search on hw=tiny_grid: every sampler with pruning finds the exhaustive grid's best, and
 pruning only ever removes points that the unpruned grid shows to be no better."""
 
-import os
-
 import mlflow
 import numpy as np
 import optuna
@@ -112,7 +110,7 @@ def test_study_logs_one_child_per_trial(base, tmp_path):
 
 
 def test_local_workers_share_the_study(base, exhaustive, tmp_path):
-    """search.n_workers=2 on SQLite: spawned processes run every point once and find the exhaustive best."""
+    """search.n_workers=2 on SQLite: this process and a spawned one run every point once and find the exhaustive best."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose_config(*base, "search=grid", "search.n_workers=2", f"search.storage=sqlite:///{tmp_path / 'studies.db'}",
                          "tracking.enabled=true", f"tracking.uri={uri}")
@@ -123,7 +121,7 @@ def test_local_workers_share_the_study(base, exhaustive, tmp_path):
     assert sorted(finished.point) == list(range(len(out.evaluator)))  # each point once across the workers
     assert out.best.throughput_seq_s == pytest.approx(exhaustive.max(), rel=1e-12)
     workers = {t.user_attrs["mlflow_record"]["tags"]["worker"] for t in out.study.trials if t.state.name in ("COMPLETE", "PRUNED")}
-    assert workers and all(not w.endswith(f":{os.getpid()}") for w in workers)  # run by the spawned workers, not here
+    assert 1 <= len(workers) <= 2  # this process (worker 0) and the spawned one, whichever got to the points first
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
     assert sorted(pd.to_numeric(runs["params.trial_number"])) == sorted(finished.trial)

@@ -70,6 +70,8 @@ def cost_signatures(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     values = points[list(COST_COLUMNS)].astype(np.float64)
     if values.isna().to_numpy().any():
         raise ValueError(f"the points frame has missing values in {list(COST_COLUMNS)}")
+    if len(values) == 1:  # one point (an evaluation): its own signature, without a groupby's fixed cost
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     codes = values.groupby(list(COST_COLUMNS), sort=False).ngroup().to_numpy()  # hashing: O(n), no row sort
     _, first = np.unique(codes, return_index=True)
     return first, codes

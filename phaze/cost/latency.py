@@ -8,6 +8,7 @@ that cost the same are computed once.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,7 +100,8 @@ def fp8_ops(ops: pd.DataFrame) -> np.ndarray:
     return ops["fp8"].to_numpy(dtype=bool) if "fp8" in ops.columns else np.zeros(len(ops), dtype=bool)
 
 
-def _matmul(ops: pd.DataFrame, chip):
+def _matmul_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct cost rows, each op's row) of matmul ops: b, m, k, n, bytes per element, bytes moved, on chip, FP8."""
     fp8 = fp8_ops(ops)
     cols = np.column_stack([
         ops[["mm_b", "mm_m", "mm_k", "mm_n"]].to_numpy(dtype=np.float64),
@@ -110,68 +112,136 @@ def _matmul(ops: pd.DataFrame, chip):
     ])
     if np.any(cols[:, :4] <= 0):
         raise ValueError("a matmul op needs positive mm_b, mm_m, mm_k, mm_n")
-    distinct, inverse = _unique_rows(cols)
+    return _unique_rows(cols)
+
+
+def _matmul(distinct: np.ndarray, chip):
     b, m, k, n, e, io, on_chip, in_fp8 = (distinct[:, i][:, None] for i in range(8))
     rate = np.where(in_fp8.astype(bool), chip.fp8_matmul_ratio, 1.0)
-    single, parallel = matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool), rate)
-    return single, parallel, inverse
+    return matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool), rate)
 
 
-def _vector(ops: pd.DataFrame, chip):
+def _vector_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct cost rows, each op's row) of vector ops: elements through the lanes, cycles per element, bytes moved."""
     cols = np.column_stack([
         vector_elements(ops),
         np.array([cycles_per_elem(t) for t in ops["target"]], dtype=np.float64),
         (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
     ])
-    distinct, inverse = _unique_rows(cols)
+    return _unique_rows(cols)
+
+
+def _vector(distinct: np.ndarray, chip):
     elems, cycles, io = (distinct[:, i][:, None] for i in range(3))
-    single, parallel = vector_latency_s(elems, cycles, io, chip)
-    return single, parallel, inverse
+    return vector_latency_s(elems, cycles, io, chip)
 
 
 def collective_groups(ops: pd.DataFrame, tp: int) -> tuple[np.ndarray, np.ndarray]:
     """(group size, stride) of each collective: its `comm_group` / `comm_stride` columns where set,
     else the `tp` devices of its tensor-parallel group, adjacent."""
+    return _groups(*_set_groups(ops), tp)
+
+
+def _set_groups(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The `comm_group` / `comm_stride` columns (0: not set)."""
     n = len(ops)
     group = ops["comm_group"].to_numpy(dtype=np.int64) if "comm_group" in ops.columns else np.zeros(n, np.int64)
     stride = ops["comm_stride"].to_numpy(dtype=np.int64) if "comm_stride" in ops.columns else np.zeros(n, np.int64)
+    return group, stride
+
+
+def _groups(group: np.ndarray, stride: np.ndarray, tp: int) -> tuple[np.ndarray, np.ndarray]:
     return np.where(group > 0, group, tp), np.where(stride > 0, stride, 1)
 
 
 def collective_s(ops: pd.DataFrame, network, tp: int) -> np.ndarray:
     """Time of each collective op over its group (phaze.cost.latency.collective_groups)."""
-    times = np.empty(len(ops))
     groups, strides = collective_groups(ops, tp)
-    for i, (target, nbytes) in enumerate(zip(ops["target"], ops["comm_bytes"].to_numpy(dtype=np.float64))):
+    return _collective_s(ops["target"].tolist(), ops["comm_bytes"].to_numpy(dtype=np.float64), groups, strides, network)
+
+
+def _collective_s(targets: list[str], nbytes: np.ndarray, groups: np.ndarray, strides: np.ndarray, network) -> np.ndarray:
+    times = np.empty(len(targets))
+    for i, target in enumerate(targets):
         if target not in COLLECTIVES:
             raise ValueError(f"unknown collective {target!r}; known: {sorted(COLLECTIVES)}")
-        times[i] = getattr(network, COLLECTIVES[target])(nbytes, int(groups[i]), int(strides[i]))
+        times[i] = getattr(network, COLLECTIVES[target])(nbytes[i], int(groups[i]), int(strides[i]))
     return times
 
 
-def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int) -> OpLatency:
+@dataclass(frozen=True, eq=False)
+class CostRows:
+    """What op_latencies reads from an operator table, whatever the chip: each unit's rows, the distinct cost rows
+    of its ops and each op's among them, kernel launches; the collectives' targets, sizes and groups."""
+
+    unit: np.ndarray
+    rows: dict[str, np.ndarray]
+    distinct: dict[str, np.ndarray]
+    inverse: dict[str, np.ndarray]
+    launches: dict[str, np.ndarray]
+    net_targets: list[str]
+    net_bytes: np.ndarray
+    net_set_groups: tuple[np.ndarray, np.ndarray]
+
+    @classmethod
+    def of(cls, ops: pd.DataFrame) -> "CostRows":
+        unit = op_units(ops)
+        rows, distinct, inverse, launches = {}, {}, {}, {}
+        for name, prepare in (("tc", _matmul_rows), ("vc", _vector_rows)):
+            rows[name] = np.flatnonzero(unit == name)
+            if rows[name].size:
+                table = ops.iloc[rows[name]]
+                distinct[name], inverse[name] = prepare(table)
+                launches[name] = kernel_launches(table)[:, None]
+        net = ops.iloc[np.flatnonzero(unit == "net")]
+        return cls(unit, rows, distinct, inverse, launches, net["target"].tolist(), net["comm_bytes"].to_numpy(dtype=np.float64),
+                   _set_groups(net))
+
+
+PREPARED_TABLES = 512
+"""Operator tables whose CostRows are kept: a search costs the same few layer graphs on every point it evaluates."""
+_prepared: dict[int, tuple[weakref.ref, CostRows]] = {}
+
+
+def cost_rows(ops: pd.DataFrame) -> CostRows:
+    """CostRows.of(ops), computed once per table object while it lives (tables are not modified after extraction)."""
+    hit = _prepared.get(id(ops))
+    if hit is not None and hit[0]() is ops:
+        return hit[1]
+    if len(_prepared) >= PREPARED_TABLES:
+        for key in [k for k, (ref, _) in _prepared.items() if ref() is None] or [next(iter(_prepared))]:
+            del _prepared[key]
+    prepared = CostRows.of(ops)
+    _prepared[id(ops)] = (weakref.ref(ops), prepared)
+    return prepared
+
+
+def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int, chips=None) -> OpLatency:
     """Latency of each op of `ops` on each point of `points` (one core / all cores), as an OpLatency.
 
     Tensor- and vector-core ops run at the point's achievable rates and pay its `op_overhead_s`
-    (kernel launch and tail); collectives take the network's time and views none."""
+    (kernel launch and tail); collectives take the network's time and views none. `chips` is
+    unique_chips(points) where the caller already has it."""
     if tp < 1:
         raise ValueError(f"tp must be >= 1, got {tp}")
-    unit = op_units(ops)
-    chip, point_index = unique_chips(points)
+    prepared = cost_rows(ops)
+    chip, point_index = chips if chips is not None else unique_chips(points)
     single = np.zeros((len(ops), len(points)))
     parallel = np.zeros((len(ops), len(points)))
     for name, cost in (("tc", _matmul), ("vc", _vector)):
-        rows = np.flatnonzero(unit == name)
+        rows = prepared.rows[name]
         if rows.size:
-            s, p, op_index = cost(ops.iloc[rows], chip)
-            launch_s = kernel_launches(ops.iloc[rows])[:, None] * np.take(chip.op_overhead_s, point_index, axis=1)
+            s, p = cost(prepared.distinct[name], chip)
+            op_index = prepared.inverse[name]
+            launch_s = prepared.launches[name] * np.take(chip.op_overhead_s, point_index, axis=1)
             single[rows] = np.take(s, point_index, axis=1)[op_index] + launch_s
             parallel[rows] = np.take(p, point_index, axis=1)[op_index] + launch_s
-    rows = np.flatnonzero(unit == "net")
-    if rows.size:
-        single[rows] = collective_s(ops.iloc[rows], network, tp)[:, None]
+    if prepared.net_targets:
+        groups, strides = _groups(*prepared.net_set_groups, tp)
+        rows = np.flatnonzero(prepared.unit == "net")
+        single[rows] = _collective_s(prepared.net_targets, prepared.net_bytes, groups, strides, network)[:, None]
         parallel[rows] = single[rows]
-    return OpLatency(unit=unit, single_s=single, parallel_s=parallel)
+    return OpLatency(unit=prepared.unit, single_s=single, parallel_s=parallel)
 
 
 def roofline_s(ops: pd.DataFrame, points: pd.DataFrame) -> np.ndarray:

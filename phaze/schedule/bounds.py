@@ -15,6 +15,8 @@ unit, of every operator between the two; tails alike), which close most forward 
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from phaze.schedule.instance import NET_CAPACITY, RESOURCES, LayerProblem, antichain_width, edges_of
@@ -76,13 +78,31 @@ def concurrency(problem: LayerProblem) -> np.ndarray:
     member, the sum over the set of 1 / k_i is at most 1: d1_i / k_i is a valid share of the unit's
     time, tighter than d1_i / min(cores, width of the unit) where most operators are ordered.
     """
-    k = np.ones(problem.n, dtype=np.int64)
-    for r in range(len(RESOURCES)):
-        on = np.flatnonzero(problem.holds & (problem.resource == r))
-        for i in on.tolist():
-            others = on[~problem.comparable[i, on] & (on != i)]
-            k[i] = min(int(problem.capacity[r]), 1 + antichain_width(problem.reach[np.ix_(others, others)]))
-    return k
+    return np.minimum(problem.op_capacity, widths_beside(problem), out=np.ones(problem.n, dtype=np.int64), where=problem.holds)
+
+
+WIDTHS_CACHED = 4096
+"""Layer structures whose antichain widths are kept: a search meets the same few graphs on every point."""
+_widths: dict[bytes, np.ndarray] = {}
+
+
+def widths_beside(problem: LayerProblem) -> np.ndarray:
+    """Per operator that holds a resource: 1 + the largest antichain of its unit's other operators that no
+    dependency orders with it (the most single-mode operators running with it on unlimited cores; 1 elsewhere).
+    It depends on the graph and the units only, so it is computed once per structure."""
+    key = hashlib.blake2b(b"".join(np.ascontiguousarray(a).tobytes() for a in
+                                   (np.int64(problem.n), problem.src, problem.dst, problem.resource, problem.holds))).digest()
+    if key not in _widths:
+        k = np.ones(problem.n, dtype=np.int64)
+        for r in range(len(RESOURCES)):
+            on = np.flatnonzero(problem.holds & (problem.resource == r))
+            for i in on.tolist():
+                others = on[~problem.comparable[i, on] & (on != i)]
+                k[i] = 1 + antichain_width(problem.reach[np.ix_(others, others)])
+        if len(_widths) >= WIDTHS_CACHED:
+            del _widths[next(iter(_widths))]
+        _widths[key] = k
+    return _widths[key]
 
 
 def shares_s(problem: LayerProblem) -> np.ndarray:

@@ -19,7 +19,7 @@ from phaze.config import models_of, preset_hw
 from phaze.cost.network import Network
 from phaze.hardware.space import describe_points, enumerate_space, point_axes, reference_point
 from phaze.cost.chip import COST_COLUMNS
-from phaze.pipeline import LayerLatencies, layer_latencies, load_workloads, placement_input, placer, variants_of
+from phaze.pipeline import LayerLatencies, PlacementSetup, layer_latencies, load_workloads, placement_inputs, placer, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
 from phaze.config_values import recompute_options
@@ -107,6 +107,7 @@ class ModelEvaluator:
                                                   bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
         self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices), variants)
         self.max_hbm_gib = float(points.hbm_gib.max())
+        self.setup = PlacementSetup.of(cfg, self.workloads)
         self._layers: dict[int, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
         self._bounded: dict[tuple, list[tuple[np.ndarray, float]]] = {}
@@ -194,13 +195,14 @@ class ModelEvaluator:
         model's expert placement (model.expert) with its best microbatch, recompute and layer variant (only the
         (mbs, recompute) of `run` when given)."""
         if not fixed:
-            return placer(self.cfg, point, self.workloads, self.network, beat)
+            return placer(self.cfg, point, self.workloads, self.network, beat, self.setup)
         expert = self.cfg.model.expert
         recompute = recompute_options(self.cfg.train.recompute) if run is None else [run[1]]
         zero = options(self.cfg, "zero")
+        inputs = placement_inputs(self.cfg, point, self.workloads, self.network, self.setup)
 
         def place(latencies) -> PlacementResult:
-            inp = placement_input(self.cfg, point, self.workloads, self.network, latencies)
+            inp = inputs(latencies)
             return max((evaluate_fixed(inp, dp=int(expert.dp), pp=int(expert.pp), tp=int(expert.tp), mbs=mbs, recompute=rc, sp=sp,
                                        cp=cp, tp_comm_overlap=overlap, zero=z, ep=ep)
                         for mbs, sp, cp, overlap, ep in inp.variant_list() if run is None or mbs == run[0]

@@ -378,10 +378,10 @@ def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progr
         recover(cfg, study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
     if tracker is not None:
         tracker.close_failed(failed_numbers(study))
+    here = lambda: search(cfg, study, evaluator, tracker, durable, progress).full_evals  # noqa: E731
     if int(cfg.search.n_workers) > 1:
-        run_workers(cfg, int(cfg.search.n_workers), evaluator)
-        return study, {}
-    return study, search(cfg, study, evaluator, tracker, durable, progress).full_evals
+        return study, run_workers(cfg, int(cfg.search.n_workers), evaluator, here)
+    return study, here()
 
 
 def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:

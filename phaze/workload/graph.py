@@ -6,6 +6,7 @@ Every downstream stage (cost, schedule, placement) reads only these dataclasses 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -28,8 +29,16 @@ OP_COLUMNS = (
 EDGE_COLUMNS = ("src", "dst", "bytes")
 
 
+class DerivedOnce:
+    """A frozen graph's values derived once (functools.cached_property, named with a leading underscore) stay out of
+    its pickle: a cached workload's bytes do not depend on what was computed from it."""
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
 @dataclass(frozen=True)
-class OpGraph:
+class OpGraph(DerivedOnce):
     """A DAG of operators for one direction of one part.
 
     `ops` has OP_COLUMNS, one row per operator, `op_id` = 0..n-1 in a topological order. For a
@@ -59,8 +68,13 @@ class OpGraph:
     def without_views(self) -> "OpGraph":
         """The same DAG with zero-cost `view` operators removed and their dependencies kept.
 
-        An edge a -> view -> b becomes a -> b, so schedulers see only operators that take time.
+        An edge a -> view -> b becomes a -> b, so schedulers see only operators that take time. Computed once per
+        graph: a search costs the same layer graph on every point it evaluates.
         """
+        return self._view_free
+
+    @cached_property
+    def _view_free(self) -> "OpGraph":
         keep = self.ops["kind"].to_numpy() != "view"
         ids = self.ops["op_id"].to_numpy()
         preds: dict[int, set[int]] = {int(i): set() for i in ids}
@@ -86,7 +100,7 @@ class OpGraph:
 
 
 @dataclass(frozen=True)
-class LayerGraph:
+class LayerGraph(DerivedOnce):
     """One part of the model on one device of a tensor-parallel group of width `tp`."""
 
     part: str
@@ -110,6 +124,11 @@ class LayerGraph:
     """The part of param_bytes that is expert weights (reduced over the expert-data-parallel group)."""
 
     def matmul_flops(self) -> float:
+        return self._matmul_flops
+
+    @cached_property
+    def _matmul_flops(self) -> float:
+        """Forward and backward matmul FLOPs, summed once: the placement input of every point reads them."""
         return self.fwd.total("flops", "matmul") + self.bwd.total("flops", "matmul")
 
     def n_collectives(self) -> tuple[int, int]:
