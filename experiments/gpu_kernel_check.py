@@ -1,0 +1,254 @@
+"""Real H100 kernels against the `hw=h100` preset's predictions: bf16 matmuls and vector operators of transformer layers.
+
+    python experiments/gpu_kernel_check.py measure --out DIR        # on the GPU (torch only): DIR/h100_kernels.csv
+    python experiments/gpu_kernel_check.py compare --measured CSV   # here: experiments/results/gpu_kernel_check.md
+
+`measure` times each case with CUDA events, the 50 MB L2 cleared before every repetition (training's operands come
+from HBM), and records the median. `compare` builds the same operator as a row of the workload tables
+(phaze.workload.graph.OP_COLUMNS, as the extraction writes it) and prices it with phaze.cost.op_latencies on the
+`hw=h100` point, all cores (a GPU runs one kernel over every SM), launch overhead included. The cases are the GEMMs of
+Llama-2-7B and GPT-3 175B layers at tensor-parallel widths 1 to 8 and the vector operators between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+BF16_BYTES = 2
+L2_FLUSH_BYTES = 256 * 2**20
+"""More than the H100's 50 MB L2, written before each repetition so that no operand is left on chip."""
+REPEATS = 20
+WARMUP = 5
+
+# (name, tokens, hidden, ffn): the layers whose GEMMs are timed (Llama-2-7B: SwiGLU, 11008; GPT-3 175B: 4 x 12288).
+LAYERS = (("llama2_7b", 4096, 4096, 11008), ("gpt3_175b", 2048, 12288, 49152))
+TP_WIDTHS = (1, 2, 4, 8)
+VECTOR_TOKENS = (4096, 16384)
+
+
+def matmul_cases() -> list[dict]:
+    """QKV, output projection, MLP up and down GEMMs of each layer at each TP width: C[m, n] = A[m, k] @ B[k, n]."""
+    cases = []
+    for name, tokens, hidden, ffn in LAYERS:
+        up = 2 * ffn if name.startswith("llama") else ffn
+        for tp in TP_WIDTHS:
+            for gemm, k, n in (("qkv", hidden, 3 * hidden // tp), ("proj", hidden // tp, hidden), ("up", hidden, up // tp),
+                               ("down", ffn // tp, hidden)):
+                cases.append({"case": f"{name}_tp{tp}_{gemm}", "op": "mm", "m": tokens, "k": k, "n": n})
+    return cases
+
+
+def vector_cases() -> list[dict]:
+    """Vector operators on [tokens, hidden] activations (Llama-2-7B's 4096 and its 11008-wide MLP)."""
+    cases = []
+    for tokens in VECTOR_TOKENS:
+        for width in (4096, 11008):
+            for op in ("add", "mul", "silu", "gelu"):
+                cases.append({"case": f"{op}_{tokens}x{width}", "op": op, "m": tokens, "k": 0, "n": width})
+        for op in ("native_layer_norm", "_softmax"):
+            cases.append({"case": f"{op}_{tokens}x4096", "op": op, "m": tokens, "k": 0, "n": 4096})
+    return cases
+
+
+def cases() -> list[dict]:
+    return matmul_cases() + vector_cases()
+
+
+def measure(out: Path) -> None:
+    """Median GPU time of every case on this machine's first GPU (torch only: runs where phaze is not installed)."""
+    import torch
+
+    dev = torch.device("cuda")
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
+    rows = []
+    for c in cases():
+        if c["op"] == "mm":
+            a = torch.randn(c["m"], c["k"], device=dev, dtype=torch.bfloat16)
+            b = torch.randn(c["k"], c["n"], device=dev, dtype=torch.bfloat16)
+            run = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
+        else:
+            x = torch.randn(c["m"], c["n"], device=dev, dtype=torch.bfloat16)
+            y = torch.randn(c["m"], c["n"], device=dev, dtype=torch.bfloat16)
+            w = torch.ones(c["n"], device=dev, dtype=torch.bfloat16)
+            run = {
+                "add": lambda: x + y, "mul": lambda: x * y, "silu": lambda: torch.nn.functional.silu(x),
+                "gelu": lambda: torch.nn.functional.gelu(x), "_softmax": lambda: torch.softmax(x, dim=-1),
+                "native_layer_norm": lambda: torch.nn.functional.layer_norm(x, (c["n"],), w, w),
+            }[c["op"]]
+        for _ in range(WARMUP):
+            run()
+        times = []
+        for _ in range(REPEATS):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        times.sort()
+        rows.append({**c, "measured_s": times[len(times) // 2]})
+        print(rows[-1], flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    header = ["case", "op", "m", "k", "n", "measured_s"]
+    lines = [",".join(header)] + [",".join(str(r[h]) for h in header) for r in rows]
+    (out / "h100_kernels.csv").write_text("\n".join(lines) + "\n")
+    props = torch.cuda.get_device_properties(0)
+    (out / "h100_device.txt").write_text(f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}\n")
+
+
+SUSTAINED_S = 3.0
+"""How long `sustained` keeps one GEMM running back to back: long enough for the clock to settle under the power limit."""
+SUSTAINED_CASES = ("llama2_7b_tp1_up", "llama2_7b_tp8_qkv", "gpt3_175b_tp1_up", "gpt3_175b_tp8_up")
+
+
+def sustained(out: Path) -> None:
+    """Per GEMM of SUSTAINED_CASES: the median time of one kernel after an L2 clear (as `measure`) and the mean time
+    of a kernel run back to back for SUSTAINED_S, as a training step runs them (torch only)."""
+    import time
+
+    import torch
+
+    dev = torch.device("cuda")
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
+    lines = ["case,m,k,n,single_s,sustained_s"]
+    for c in (c for c in matmul_cases() if c["case"] in SUSTAINED_CASES):
+        a = torch.randn(c["m"], c["k"], device=dev, dtype=torch.bfloat16)
+        b = torch.randn(c["k"], c["n"], device=dev, dtype=torch.bfloat16)
+        time.sleep(2.0)  # let the chip cool from the previous case
+        singles = []
+        for _ in range(REPEATS):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.mm(a, b)
+            end.record()
+            end.synchronize()
+            singles.append(start.elapsed_time(end) / 1e3)
+        singles.sort()
+        n, t0 = 0, time.perf_counter()
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        while time.perf_counter() - t0 < SUSTAINED_S:
+            for _ in range(10):
+                torch.mm(a, b)
+            n += 10
+            torch.cuda.synchronize()
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        end.synchronize()
+        lines.append(f"{c['case']},{c['m']},{c['k']},{c['n']},{singles[len(singles) // 2]},{start.elapsed_time(end) / 1e3 / n}")
+        print(lines[-1], flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "h100_sustained.csv").write_text("\n".join(lines) + "\n")
+
+
+VECTOR_KINDS = {"add": "elementwise", "mul": "elementwise", "silu": "elementwise", "gelu": "elementwise",
+                "native_layer_norm": "norm", "_softmax": "softmax"}
+
+
+def op_row(c: dict) -> dict:
+    """The case as the extraction would write its operator (OP_COLUMNS; bf16 operands and results)."""
+    m, k, n = int(c["m"]), int(c["k"]), int(c["n"])
+    if c["op"] == "mm":
+        return {"name": c["case"], "target": "mm", "kind": "matmul", "out_shape": (m, n), "in_shapes": ((m, k), (k, n)),
+                "numel_out": m * n, "flops": 2.0 * m * k * n, "bytes_read": BF16_BYTES * (m * k + k * n),
+                "bytes_written": BF16_BYTES * m * n, "mm_b": 1, "mm_m": m, "mm_k": k, "mm_n": n}
+    two_inputs = c["op"] in ("add", "mul")
+    inputs = ((m, n), (m, n)) if two_inputs else ((m, n), (n,), (n,)) if c["op"] == "native_layer_norm" else ((m, n),)
+    read = sum(math.prod(s) for s in inputs) * BF16_BYTES
+    return {"name": c["case"], "target": c["op"], "kind": VECTOR_KINDS[c["op"]], "out_shape": (m, n), "in_shapes": inputs,
+            "numel_out": m * n, "flops": float(m * n), "bytes_read": read, "bytes_written": BF16_BYTES * m * n,
+            "mm_b": 0, "mm_m": 0, "mm_k": 0, "mm_n": 0}
+
+
+def compare(measured_csv: Path) -> None:
+    """Predicted / measured per case and by kind, written to experiments/results/gpu_kernel_check.md."""
+    import numpy as np
+    import pandas as pd
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from experiments.paper_comparison import RESULTS
+    from phaze.config import compose_config
+    from phaze.cost.latency import op_latencies
+    from phaze.hardware import enumerate_space
+    from phaze.compat import network_for
+    from phaze.workload.graph import OP_COLUMNS
+
+    measured = pd.read_csv(measured_csv)
+    rows = pd.DataFrame([op_row(c) for c in measured.to_dict("records")])
+    defaults = {"op_id": 0, "param_bytes": 0.0, "saved_bytes": 0.0, "comm_bytes": 0.0, "comm_group": 0, "comm_stride": 0,
+                "comm_context": False, "elem_bytes": BF16_BYTES, "fused": False, "core": False}
+    for col in OP_COLUMNS:
+        if col not in rows.columns:
+            rows[col] = defaults[col]
+    rows["op_id"] = np.arange(len(rows))
+    cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron")
+    point = enumerate_space(cfg.hw)
+    predicted = op_latencies(rows[list(OP_COLUMNS)], point, network_for(cfg), 1).parallel_s[:, 0]
+    table = measured.assign(kind=rows.kind.to_numpy(), gflop=rows.flops.to_numpy() / 1e9, mb_moved=(rows.bytes_read + rows.bytes_written).to_numpy() / 1e6,
+                            measured_us=measured.measured_s * 1e6, predicted_us=predicted * 1e6)
+    table["predicted/measured"] = table.predicted_us / table.measured_us
+    table["measured TFLOP/s or GB/s"] = np.where(table.kind == "matmul", table.gflop / table.measured_us * 1e3, table.mb_moved / table.measured_us * 1e3)
+    log_err = np.abs(np.log(table["predicted/measured"]))
+    summary = table.assign(abs_log_error=log_err).groupby("kind").agg(
+        cases=("case", "size"), median_ratio=("predicted/measured", "median"), mean_abs_log_error=("abs_log_error", "mean"),
+        worst_ratio_low=("predicted/measured", "min"), worst_ratio_high=("predicted/measured", "max"))
+    command = "python experiments/gpu_kernel_check.py"
+    device_file = measured_csv.parent / "h100_device.txt"
+    device = device_file.read_text().strip() if device_file.exists() else "a GPU not recorded"
+    held = measured_csv.parent / "h100_sustained.csv"
+    sustained_part = []
+    if held.exists():
+        runs = pd.read_csv(held).set_index("case")
+        runs = runs.assign(predicted_s=table.set_index("case").predicted_us.reindex(runs.index) * 1e-6)
+        runs["sustained/single"] = runs.sustained_s / runs.single_s
+        runs["predicted/sustained"] = runs.predicted_s / runs.sustained_s
+        runs[["m", "k", "n"]] = runs[["m", "k", "n"]].astype(str)
+        clocks = held.parent / "h100_sustained_smi.csv"
+        clock_note = ""
+        if clocks.exists():
+            smi = pd.read_csv(clocks, skipinitialspace=True)
+            mhz = smi.iloc[:, 1].astype(str).str.split().str[0].astype(float)
+            watts = smi.iloc[:, 2].astype(str).str.split().str[0].astype(float)
+            busy = watts > 300
+            clock_note = (f" While they ran (nvidia-smi every 250 ms, [h100_sustained_smi.csv](../data/h100_sustained_smi.csv)) the SM "
+                          f"clock went from {mhz[busy].max():.0f} MHz down to {mhz[busy].min():.0f} MHz (median {mhz[busy].median():.0f}) "
+                          f"at up to {watts.max():.0f} W: the 700 W power limit.")
+        sustained_part = [
+            "## Back to back", "",
+            f"`{command} sustained`: each GEMM once after an L2 clear (median of {REPEATS}) and then back to back for "
+            f"{SUSTAINED_S:.0f} s, as a training step's GEMMs follow each other ([h100_sustained.csv](../data/h100_sustained.csv))."
+            + clock_note, "",
+            runs[["m", "k", "n", "single_s", "sustained_s", "predicted_s", "sustained/single", "predicted/sustained"]].to_markdown(floatfmt=".3g"), "",
+        ]
+    page = "\n".join([
+        "# H100 kernels against the `hw=h100` preset", "",
+        f"Measured by `{command} measure` on {device} (CUDA events, median of {REPEATS} after {WARMUP} warm-ups, L2 cleared "
+        f"before each); predicted by `{command} compare --measured <csv>`: phaze.cost.op_latencies on the `hw=h100` point, all "
+        "cores, launch overhead included. Measurements: [experiments/data/h100_kernels.csv](../data/h100_kernels.csv).", "",
+        summary.to_markdown(floatfmt=".3f"), "",
+        table[["case", "kind", "m", "k", "n", "gflop", "mb_moved", "measured_us", "predicted_us", "predicted/measured",
+               "measured TFLOP/s or GB/s"]].to_markdown(index=False, floatfmt=".3f"), "",
+        *sustained_part,
+    ])
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "gpu_kernel_check.md").write_text(page)
+    print(page)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    sub.add_parser("measure").add_argument("--out", type=Path, required=True)
+    sub.add_parser("sustained").add_argument("--out", type=Path, required=True)
+    sub.add_parser("compare").add_argument("--measured", type=Path, default=Path(__file__).resolve().parent / "data" / "h100_kernels.csv")
+    args = parser.parse_args()
+    {"measure": lambda: measure(args.out), "sustained": lambda: sustained(args.out), "compare": lambda: compare(args.measured)}[args.mode]()
+
+
+if __name__ == "__main__":
+    main()
