@@ -171,8 +171,8 @@ def _collective_s(targets: list[str], nbytes: np.ndarray, groups: np.ndarray, st
 
 @dataclass(frozen=True, eq=False)
 class CostRows:
-    """What op_latencies reads from an operator table, whatever the chip: each unit's rows, the distinct cost rows
-    of its ops and each op's among them, kernel launches; the collectives' targets, sizes and groups."""
+    """What op_latencies reads from an operator table, whatever the chip: each unit's rows (tc, vc, net), the distinct
+    cost rows of the tc and vc ops and each op's among them, kernel launches; the collectives' targets, sizes and groups."""
 
     unit: np.ndarray
     rows: dict[str, np.ndarray]
@@ -193,7 +193,8 @@ class CostRows:
                 table = ops.iloc[rows[name]]
                 distinct[name], inverse[name] = prepare(table)
                 launches[name] = kernel_launches(table)[:, None]
-        net = ops.iloc[np.flatnonzero(unit == "net")]
+        rows["net"] = np.flatnonzero(unit == "net")
+        net = ops.iloc[rows["net"]]
         return cls(unit, rows, distinct, inverse, launches, net["target"].tolist(), net["comm_bytes"].to_numpy(dtype=np.float64),
                    _set_groups(net))
 
@@ -238,7 +239,7 @@ def op_latencies(ops: pd.DataFrame, points: pd.DataFrame, network, tp: int, chip
             parallel[rows] = np.take(p, point_index, axis=1)[op_index] + launch_s
     if prepared.net_targets:
         groups, strides = _groups(*prepared.net_set_groups, tp)
-        rows = np.flatnonzero(prepared.unit == "net")
+        rows = prepared.rows["net"]
         single[rows] = _collective_s(prepared.net_targets, prepared.net_bytes, groups, strides, network)[:, None]
         parallel[rows] = single[rows]
     return OpLatency(unit=prepared.unit, single_s=single, parallel_s=parallel)

@@ -378,7 +378,11 @@ def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progr
         recover(cfg, study, study.sampler.claims if cfg.search.sampler in ORDERED else None)
     if tracker is not None:
         tracker.close_failed(failed_numbers(study))
-    here = lambda: search(cfg, study, evaluator, tracker, durable, progress).full_evals  # noqa: E731
+
+    def here() -> dict[int, Evaluation]:
+        """This process's worker: its loop, and the points it fully evaluated."""
+        return search(cfg, study, evaluator, tracker, durable, progress).full_evals
+
     if int(cfg.search.n_workers) > 1:
         return study, run_workers(cfg, int(cfg.search.n_workers), evaluator, here)
     return study, here()
