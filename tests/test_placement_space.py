@@ -12,15 +12,18 @@ from hypothesis.extra.numpy import arrays
 
 from phaze.placement import PlacementInput
 from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.placement import solve
+from phaze.placement.plan import Plan, evaluate_plan
 from phaze.placement.solve import Space
+from phaze.placement.timing import pipeline_in_one_node
 from tests.test_placement_dp import random_network, solved_three_ways
 
 
 @st.composite
-def modern_chains(draw, max_parts=4):
+def modern_chains(draw, max_parts=4, parts=None):
     """A random chain with 1-3 layer variants and attention-core costs, timed by either step model
-    (PHAZE's leaves ZeRO and context parallelism out of the space)."""
-    n = draw(st.integers(2, max_parts))
+    (PHAZE's leaves ZeRO and context parallelism out of the space); `parts` (a list) fixes its possible lengths."""
+    n = draw(st.sampled_from(parts) if parts else st.integers(2, max_parts))
     widths = np.array(draw(st.sampled_from([[1], [1, 2], [2, 4], [1, 2, 4]])))
     variants = draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.booleans(), st.sampled_from([1, 2]), st.booleans(), st.sampled_from([1, 2])),
                              min_size=1, max_size=3, unique=True))
@@ -84,3 +87,64 @@ def test_dp_equals_brute_force_over_the_enlarged_space(inp, space):
         assert s.zero in space.zero and s.vp in space.vp and s.recompute in space.recompute and s.ep in space.ep
         assert s.dp % s.ep == 0 and (s.ep == 1 or s.zero <= 1)
         assert sum(fast.breakdown.values()) == pytest.approx(fast.time_per_batch_s, rel=1e-9)
+
+
+def _interleaved_cases(inp, space):
+    """Every interleaved plan of the space (vp 2-4) with what the enumeration bounds it by."""
+    for config in solve._configs(inp, space):
+        fields = config.plan_fields(inp)
+        for ti in (ti for ti in range(len(inp.tp_values)) if inp.available(config.vi, ti)):
+            t = int(inp.tp_values[ti])
+            for split in solve.interleaved_splits(inp, (2, 3, 4)):
+                same_node = bool(pipeline_in_one_node(split.pp * t * fields["cp"], inp.network.node_size))
+                chain = solve.chain_arrays(inp, config.vi, config.recompute, (ti,), same_node)
+                arrays = solve.split_arrays(inp, config.recompute, chain, solve.chain_sums(chain), split)
+                for d, m, _ in solve.replica_counts(inp, fields["mbs"], np.array([t * fields["cp"]]), fields["ep"]):
+                    plan = Plan(stages=tuple((a, b, t) for a, b in split.chunks), dp=d, vp=split.vp, **fields)
+                    yield config, chain, split, arrays, d, m, evaluate_plan(inp, plan)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inp=modern_chains(parts=[4, 6, 8]), space=spaces())
+def test_interleaved_bounds_never_exceed_a_plans_cost(inp, space):
+    """The interleaved enumeration dismisses a plan by its split's spread work, its lower bound or its memory: each is
+    at most the plan's from-scratch time / memory (the memory equal to it without expert parallelism)."""
+    plans = 0
+    for config, chain, split, arrays, d, m, cost in _interleaved_cases(inp, space):
+        if not np.isfinite(cost.time_per_batch_s):
+            continue
+        plans += 1
+        cp = config.plan_fields(inp)["cp"]
+        spread_s = solve._part_s(chain, config.recompute, inp.per_layer_recompute)[0].sum() / split.pp * (m + (split.pp - 1) / split.vp)
+        assert spread_s * (1 - solve.BOUND_RTOL) <= cost.time_per_batch_s
+        assert solve.interleaved_bounds_s(inp, config.zero, arrays, split, np.array([m]), np.array([d * cp]))[0] <= cost.time_per_batch_s
+        memory = solve.least_memory_bytes(inp, config, arrays, split, m, d)
+        if config.plan_fields(inp)["ep"] == 1:
+            assert memory == pytest.approx(cost.stage_memory_bytes, rel=1e-9)
+        else:
+            assert np.all(memory <= np.array(cost.stage_memory_bytes) * (1 + 1e-9))
+    event(f"{plans} interleaved plans")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inp=modern_chains(), space=spaces())
+def test_each_kernel_runs_bound_is_below_its_best_plan(inp, space):
+    """The 1F1B search visits kernel runs by a lower bound and stops at the first that cannot beat the best plan: the
+    bound is at most the best plan the run finds with no cut-off."""
+    runs = 0
+    for config in solve._configs(inp, space):
+        mbs, ep = int(inp.mbs_values[config.vi]), int(inp.ep_values[config.vi])
+        widths = [ti for ti in range(len(inp.tp_values)) if inp.available(config.vi, ti)]
+        for tp_idx in [(ti,) for ti in widths] + ([tuple(widths)] if len(widths) > 1 else []):
+            for link in solve._links(inp):
+                chain = solve.chain_arrays(inp, config.vi, config.recompute, tp_idx, bool(link) if link is not None else True)
+                work = solve._run_work(chain, config.recompute, inp.per_layer_recompute)
+                groups = (solve.timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
+                          else solve.dp_groups(inp, mbs, chain.widths, ep))
+                for run in solve._runs(inp, groups, chain.widths, link):
+                    fronts, _ = solve.kernel_fronts(chain, inp, config, run.group, run.k_max, np.inf, solve.FRONT_CAPACITY)
+                    found = solve.final_round(inp, fronts, run.group, link, np.inf)
+                    if found is not None:
+                        runs += 1
+                        assert run.bound_s(work) <= found[0]
+    event(f"{runs} runs")

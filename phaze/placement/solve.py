@@ -11,10 +11,12 @@ keeps the minimum:
 - the timeline step: Z depends on d (ZeRO shards, the reduction group) and on how many replicas share
   a node, so each d and each class of pipeline sizes with the same replicas per node and p2p link
   gets its own run, priced L (m + q - 2) + max(L, Z).
-Configurations are visited by a lower bound on their time (the least device-seconds of a microbatch
-spread over every device a pipeline may use, times m) and skipped once it cannot beat the best plan.
-Single-width pipelines are solved first (cheap: k = q t); their best time bounds the per-stage-width
-runs. Interleaved schedules (vp > 1) take Megatron's uniform chunks, so their plans are enumerated.
+Kernel runs are visited by a lower bound on their time, L (m + q - 1) with the bottleneck load L at least
+the least device-seconds of a microbatch spread over the pipeline's k devices and at least the slowest
+part, and q >= k / widest stage, and skipped once it cannot beat the best plan. Single-width pipelines
+are solved first (cheap: k = q t); their best time bounds the per-stage-width runs. Interleaved
+schedules (vp > 1) take Megatron's uniform chunks, so their plans are enumerated, in increasing order of
+a bound from each rank's compute, sends and optimizer update, with a memory test before any is costed.
 The optimum is rebuilt as a plan, re-costed from scratch and checked.
 """
 
@@ -32,7 +34,7 @@ from phaze.placement.check import PlacementCheckError, check_result
 from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
 from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
-from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, recompute_mode
+from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, interleaved_chunk_inflight, recompute_mode
 from phaze.placement.result import PlacementResult, result_from_cost
 from phaze.placement.stepcomm import replicas_within, timeline_arrays
 from phaze.placement.timing import pipeline_in_one_node
@@ -43,6 +45,9 @@ FRONT_GROWTH times more, and later runs of the same call start from the capacity
 FRONT_GROWTH = 4
 MATCH_RTOL = 1e-9
 """Relative tolerance between the DP's time and the rebuilt plan's from-scratch time."""
+BOUND_RTOL = 1e-12
+"""Lower bounds on a run's or a plan's time are lowered by this fraction: summed in another order than the plan
+evaluator's, a bound that is exact could otherwise exceed the plan's time by rounding and dismiss it."""
 NO_TIMELINE = np.zeros((len(dp.TL_FIELDS), 1, 1))
 """Placeholder timeline arrays for PHAZE's step model (never read)."""
 
@@ -340,14 +345,61 @@ def _links(inp) -> tuple[bool | None, ...]:
     return (None,) if net.intra_bytes_s == net.inter_bytes_s else (True, False)
 
 
-def _work_s(chain: Chain) -> np.ndarray:
-    """Least device-seconds per microbatch of parts 0..n-1 (any width), without recompute: [n]."""
-    return np.min(chain.widths[:, None] * (chain.fwd + chain.bwd), axis=0)
+def _part_s(chain: Chain, recompute: str, per_layer: bool) -> np.ndarray:
+    """Per-microbatch time of each part at each width [width, part], its forward counted again when every stage
+    recomputes (full recompute with per-layer checkpoints)."""
+    if recompute == "full" and per_layer:
+        return chain.fwd + chain.bwd + chain.fwd
+    return chain.fwd + chain.bwd
 
 
-def _run_bound(work_s: float, group: Group) -> float:
-    """No plan of the run beats m x (least device-seconds of a microbatch) / (devices of a pipeline)."""
-    return min(m * work_s / k_d for _, m, k_d in group.replicas)
+@dataclass(frozen=True)
+class RunWork:
+    """What bounds every pipeline of a chain: its least device-seconds per microbatch (each part at its cheapest
+    width) and the least time of its slowest part (no stage's load is below it: a part is never split)."""
+
+    work_s: float
+    part_floor_s: float
+
+
+def _run_work(chain: Chain, recompute: str, per_layer: bool) -> RunWork:
+    """RunWork of the chain under the recompute mode."""
+    per = _part_s(chain, recompute, per_layer)
+    return RunWork(float(np.min(chain.widths[:, None] * per, axis=0).sum()), float(np.min(per, axis=0).max()))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One kernel run's group of data-parallel degrees on one width set and link kind, with what bounds its plans:
+    each pipeline size k it may use and the slots m + q - 1 of its shallowest pipeline (q >= k / widest stage)."""
+
+    group: Group
+    k_max: int
+    sizes: np.ndarray
+    slots: np.ndarray
+
+    def bound_s(self, work: RunWork) -> float:
+        """No plan of the run beats L (m + q - 1) (both step models' time is at least that), with the bottleneck
+        load L at least the work spread over the k devices and at least the slowest part."""
+        return float((np.maximum(work.work_s / self.sizes, work.part_floor_s) * self.slots).min()) * (1.0 - BOUND_RTOL)
+
+
+def _runs(inp: PlacementInput, group_list: list[Group], widths: np.ndarray, link: bool | None) -> list[Run]:
+    """The runs of these groups that can hold a stage (a run inside a node when `link` is True)."""
+    w_min, w_max, unit = int(widths.min()), int(widths.max()), int(np.gcd.reduce(widths))
+    out = []
+    for group in group_list:
+        k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
+        if k_max < w_min:
+            continue
+        sizes, slots = [], []
+        for _, m, k_d in group.replicas:
+            k = np.asarray(group.pipeline_sizes, dtype=np.int64) if group.pipeline_sizes else np.arange(w_min, k_d + 1, unit)
+            k = k[k <= min(k_d, k_max)]
+            sizes.append(k)
+            slots.append(m + -(-k // w_max) - 1)
+        out.append(Run(group, k_max, np.concatenate(sizes).astype(np.float64), np.concatenate(slots).astype(np.float64)))
+    return out
 
 
 def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf) -> Candidate | None:
@@ -362,22 +414,20 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
                 key = (config.vi, config.recompute, tp_idx, link)
                 if key not in chains:
                     chain = chain_arrays(inp, config.vi, config.recompute, tp_idx, bool(link) if link is not None else True)
-                    chains[key] = (chain, float(_work_s(chain).sum()))
+                    chains[key] = (chain, _run_work(chain, config.recompute, inp.per_layer_recompute))
                 chain, work = chains[key]
                 ep = int(inp.ep_values[config.vi])
                 shape = (mbs, tuple(chain.widths.tolist()), link, ep)
                 if shape not in groups:
-                    groups[shape] = (timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
-                                     else dp_groups(inp, mbs, chain.widths, ep))
-                runs.extend((_run_bound(work, group), len(runs), config, chain, link, group) for group in groups[shape])
+                    groups[shape] = _runs(inp, timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
+                                          else dp_groups(inp, mbs, chain.widths, ep), chain.widths, link)
+                runs.extend((run.bound_s(work), len(runs), config, chain, link, run) for run in groups[shape] if len(run.sizes))
     runs.sort(key=lambda r: r[:2])
-    for lower, _, config, chain, link, group in runs:
+    for lower, _, config, chain, link, run in runs:
         bound = best.time_per_batch_s if best else cutoff_s
         if lower >= bound:
             break
-        k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
-        if k_max < int(chain.widths.min()):
-            continue
+        group, k_max = run.group, run.k_max
         fronts, front_cap = kernel_fronts(chain, inp, config, group, k_max, bound, front_cap, timelines)
         found = final_round(inp, fronts, group, link, bound)
         if found:
@@ -387,52 +437,146 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
     return best
 
 
-def _busiest_rank(per_part: np.ndarray, chunks, pp: int) -> float:
-    """The largest sum of `per_part` over one pipeline rank's chunks (chunk c on rank c mod pp)."""
-    csum = np.concatenate([[0.0], np.cumsum(per_part)])
-    totals = np.zeros(pp)
-    for c, (a, b) in enumerate(chunks):
-        totals[c % pp] += csum[b + 1] - csum[a]
-    return float(totals.max())
+@dataclass(frozen=True)
+class Split:
+    """Megatron's interleaved split of the chain: pp x vp uniform chunks, chunk c on pipeline rank c mod pp."""
+
+    pp: int
+    vp: int
+    chunks: tuple[tuple[int, int], ...]
+    first: np.ndarray
+    last: np.ndarray
+    rank: np.ndarray
 
 
-def _weights_overflow(inp: PlacementInput, config: Config, chain: Chain, chunks, pp: int, d: int) -> bool:
-    """Whether the busiest rank's model state alone (weights, gradients, optimizer state) exceeds HBM."""
+def interleaved_splits(inp: PlacementInput, vps) -> list[Split]:
+    """Every interleaved split with vp in `vps` (> 1) and pp >= 2 dividing the layers (Megatron-LM's rule)."""
+    out = []
+    for vp in (v for v in vps if v > 1):
+        for pp in range(2, inp.num_layers // vp + 1):
+            if inp.num_layers % (pp * vp) == 0:
+                chunks = megatron_stage_bounds(inp, pp * vp)
+                first, last = (np.array(side, dtype=np.int64) for side in zip(*chunks))
+                out.append(Split(pp, vp, chunks, first, last, np.arange(pp * vp) % pp))
+    return out
+
+
+@dataclass(frozen=True)
+class SplitArrays:
+    """Per pipeline rank of one split on one chain: the least per-microbatch load (compute, recompute and pipeline
+    sends, no data-parallel communication: evaluate_plan's load without its gathers) and the weights (bytes on one
+    device); per chunk what its memory is made of (weights, expert weights, saved bytes, first part's input, sum of
+    its parts' inputs, its largest per-layer rebuild and largest part's weights)."""
+
+    load_s: np.ndarray
+    param_bytes: np.ndarray
+    recomputes: np.ndarray
+    chunk: dict
+
+
+def chain_sums(chain: Chain) -> dict[str, np.ndarray]:
+    """Prefix sums over the parts of the chain's first width (a chunk's totals are two lookups)."""
+    return {name: np.concatenate([[0.0], np.cumsum(getattr(chain, name)[0])]) for name in ("fwd", "bwd", "prm", "exp", "sav", "inb")}
+
+
+def split_arrays(inp: PlacementInput, recompute: str, chain: Chain, sums: dict, split: Split) -> SplitArrays:
+    """SplitArrays of the split on the chain's single width (`sums`: chain_sums(chain))."""
+    pp = split.pp
+    span = {name: sums[name][split.last + 1] - sums[name][split.first] for name in sums}
+    recomputes = np.array([bool(dp.stage_recomputes(recompute == "full", pp - r, inp.per_layer_recompute)) for r in range(pp)])
+    compute = span["fwd"] + span["bwd"] + np.where(recomputes[split.rank], span["fwd"], 0.0)
+    load = np.bincount(split.rank, compute + chain.recv[0, split.first] + chain.send[0, split.last], minlength=pp)
+    chunk = dict(prm=span["prm"], exp=span["exp"], sav=span["sav"], inb=span["inb"], first_inb=chain.inb[0, split.first],
+                 rebuild=np.maximum.reduceat(chain.sav[0] - chain.inb[0], split.first), prm_max=np.maximum.reduceat(chain.prm[0], split.first))
+    return SplitArrays(load, np.bincount(split.rank, span["prm"], minlength=pp), recomputes, chunk)
+
+
+def interleaved_bounds_s(inp: PlacementInput, zero: int, arrays: SplitArrays, split: Split, m: np.ndarray, shards: np.ndarray) -> np.ndarray:
+    """Lower bounds on the split's time per batch for each (m, shards): evaluate_plan's formula, L (m + (pp - 1) / vp
+    - 1) + max(L, Z), on the ranks' least loads and tails of that load plus the rank's optimizer update (PHAZE's
+    step: L (m + (pp - 1) / vp)); every gather, reduction and flow-shop wait it leaves out only adds time."""
+    load = float(arrays.load_s.max())
+    bubble = (split.pp - 1) / split.vp
+    if inp.step_model != "timeline":
+        return load * (m + bubble) * (1.0 - BOUND_RTOL)
+    update_s = np.zeros(len(m))
+    if inp.reduces_gradients and inp.hbm_bytes_s > 0:
+        update_s = inp.update_bytes_per_param_byte / inp.hbm_bytes_s / (shards if zero >= 1 else np.ones(len(m)))
+    tail = (arrays.load_s[None, :] + arrays.param_bytes[None, :] * update_s[:, None]).max(axis=1)
+    return (load * (m + bubble - 1.0) + np.maximum(load, tail)) * (1.0 - BOUND_RTOL)
+
+
+def least_memory_bytes(inp: PlacementInput, config: Config, arrays: SplitArrays, split: Split, m: int, d: int) -> np.ndarray:
+    """Each rank's memory by evaluate_plan's terms (model state, each chunk's in-flight activations, the largest
+    per-layer rebuild, ZeRO's unsharded buffers), the buffers at the largest part's weights before expert sharding."""
     cp, ep = int(inp.cp_values[config.vi]), int(inp.ep_values[config.vi])
-    shards = d * cp
-    weights = inp.memory_param_bytes(chain.prm[0], chain.exp[0], config.zero, shards, ep)
-    return _busiest_rank(weights, chunks, pp) * inp.state_mult(config.zero, shards) > inp.hbm_bytes
+    c = arrays.chunk
+    mult = inp.state_mult(config.zero, d * cp)
+    weights = c["prm"] + c["exp"] * (inp.state_mult(config.zero, d * cp // ep) / mult - 1.0) if ep > 1 else c["prm"]
+    pp, vp = split.pp, split.vp
+    rank_inflight = np.minimum((pp - np.arange(pp) - 1) * 2 + (vp - 1) * pp + 1, m * vp)[split.rank]
+    rounds, rest = np.divmod(rank_inflight, pp * vp)
+    inflight = rounds * pp + np.minimum(pp, np.maximum(0, rest - (np.arange(pp * vp) // pp) * pp))
+    rcs = arrays.recomputes[split.rank]
+    if inp.per_layer_recompute:
+        activations = np.where(rcs, inflight * c["inb"], c["sav"] * inflight)
+    else:
+        activations = np.where(rcs, c["sav"] + (inflight - 1) * c["first_inb"], c["sav"] * inflight)
+    memory = np.bincount(split.rank, weights * mult + activations, minlength=pp)
+    rebuild, part_max = np.full(pp, -np.inf), np.full(pp, -np.inf)
+    np.maximum.at(rebuild, split.rank, np.where(rcs & inp.per_layer_recompute, c["rebuild"], 0.0))
+    np.maximum.at(part_max, split.rank, c["prm_max"])
+    return memory + rebuild + ZERO_TRANSIENT_PART_COPIES[config.zero] * part_max
 
 
 def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None,
                  cutoff_s: float = np.inf) -> Candidate | None:
-    """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks (num_layers divisible by
-    pp x vp), m a multiple of pp; each plan is costed from scratch once its lower bound could win (the busiest
-    rank's compute over m slots plus the bubble, (m + (pp - 1) / vp) L <= the timeline's time) and its busiest
-    rank's model state fits."""
+    """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks, m a multiple of pp. A split whose
+    work spread over its ranks, (m + (pp - 1) / vp) sum / pp, cannot beat the best plan is skipped; the others' plans
+    get a lower bound (interleaved_bounds_s, the ranks' loads shared by the ZeRO stages) and are costed from scratch
+    in increasing bound order, those whose memory cannot fit skipped, until no bound beats the best plan."""
+    splits = interleaved_splits(inp, space.vp)
+    groups, bounds, chains = [], [], {}
     for config in configs:
-        fields_ = config.plan_fields(inp)
-        cp = fields_["cp"]
+        mbs, cp, ep = (int(values[config.vi]) for values in (inp.mbs_values, inp.cp_values, inp.ep_values))
         for ti in available(config.vi):
             t = int(inp.tp_values[ti])
-            chain = chain_arrays(inp, config.vi, config.recompute, (ti,), True)
-            for vp in (v for v in space.vp if v > 1):
-                for pp in range(2, inp.num_layers // vp + 1):
-                    if inp.num_layers % (pp * vp):
-                        continue
-                    chunks = megatron_stage_bounds(inp, pp * vp)
-                    rank_s = _busiest_rank(chain.fwd[0] + chain.bwd[0], chunks, pp)
-                    for d, m, _ in replica_counts(inp, fields_["mbs"], chain.widths, fields_["ep"]):
-                        if m % pp or d * pp * t * cp > inp.devices:
-                            continue
-                        bound = best.time_per_batch_s if best else cutoff_s
-                        if (m + (pp - 1) / vp) * rank_s >= bound or _weights_overflow(inp, config, chain, chunks, pp, d):
-                            continue
-                        plan = Plan(stages=tuple((a, b, t) for a, b in chunks), dp=d, vp=vp, **fields_)
-                        cost = evaluate_plan(inp, plan)
-                        if cost.feasible and cost.time_per_batch_s < bound:
-                            best = Candidate(cost.time_per_batch_s, config, (ti,), True, Group(m, ((d, m, 0),), 0), d,
-                                             pp, plan.devices_per_pipeline, 0.0, 0.0, plan)
+            replicas = np.array(replica_counts(inp, mbs, np.array([t * cp]), ep), dtype=np.int64).reshape(-1, 3)
+            for split in splits:
+                d, m = replicas[:, 0], replicas[:, 1]
+                keep = (m % split.pp == 0) & (d * split.pp * t * cp <= inp.devices)
+                same_node = bool(pipeline_in_one_node(split.pp * t * cp, inp.network.node_size))
+                key = (config.vi, config.recompute, ti, same_node)
+                if key not in chains:
+                    chain = chain_arrays(inp, config.vi, config.recompute, (ti,), same_node)
+                    chains[key] = (chain, chain_sums(chain), float(_part_s(chain, config.recompute, inp.per_layer_recompute)[0].sum()), {})
+                chain, sums, total_s, per_split = chains[key]
+                d, m = d[keep], m[keep]
+                if not len(d) or total_s / split.pp * (m.min() + (split.pp - 1) / split.vp) * (1.0 - BOUND_RTOL) >= (best.time_per_batch_s if best else cutoff_s):
+                    continue
+                if (split.pp, split.vp) not in per_split:
+                    per_split[split.pp, split.vp] = split_arrays(inp, config.recompute, chain, sums, split)
+                arrays = per_split[split.pp, split.vp]
+                groups.append((config, ti, arrays, split, d, m))
+                bounds.append(interleaved_bounds_s(inp, config.zero, arrays, split, m, d * cp))
+    if not groups:
+        return best
+    group_of = np.repeat(np.arange(len(groups)), [len(b) for b in bounds])
+    index_in = np.concatenate([np.arange(len(b)) for b in bounds])
+    flat = np.concatenate(bounds)
+    for i in np.argsort(flat, kind="stable"):
+        bound = best.time_per_batch_s if best else cutoff_s
+        if flat[i] >= bound:
+            break
+        config, ti, arrays, split, ds, ms = groups[group_of[i]]
+        d, m = int(ds[index_in[i]]), int(ms[index_in[i]])
+        if least_memory_bytes(inp, config, arrays, split, m, d).max() * (1.0 - BOUND_RTOL) > inp.hbm_bytes:
+            continue
+        plan = Plan(stages=tuple((a, b, int(inp.tp_values[ti])) for a, b in split.chunks), dp=d, vp=split.vp, **config.plan_fields(inp))
+        cost = evaluate_plan(inp, plan)
+        if cost.feasible and cost.time_per_batch_s < bound:
+            best = Candidate(cost.time_per_batch_s, config, (ti,), True, Group(m, ((d, m, 0),), 0), d,
+                             split.pp, plan.devices_per_pipeline, 0.0, 0.0, plan)
     return best
 
 
