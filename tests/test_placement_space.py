@@ -141,10 +141,15 @@ def test_each_kernel_runs_bound_is_below_its_best_plan(inp, space):
                 work = solve._run_work(chain, config.recompute, inp.per_layer_recompute)
                 groups = (solve.timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
                           else solve.dp_groups(inp, mbs, chain.widths, ep))
-                for run in solve._runs(inp, groups, chain.widths, link):
+                table = solve._runs(inp, groups, chain.widths, link)
+                for run, bound in zip(table.runs, table.bounds_s(work)):
                     fronts, _ = solve.kernel_fronts(chain, inp, config, run.group, run.k_max, np.inf, solve.FRONT_CAPACITY)
                     found = solve.final_round(inp, fronts, run.group, link, np.inf)
+                    assert bound == pytest.approx(run.bound_s(work), rel=1e-12)
                     if found is not None:
                         runs += 1
-                        assert run.bound_s(work) <= found[0]
+                        assert bound <= found[0]
+                        if inp.step_model == "timeline":
+                            tl = solve._timeline_of(inp, config, chain, run.group, None)
+                            assert run.bound_s(work, solve._tail_floors_s(inp, config, chain, tl)) <= found[0]
     event(f"{runs} runs")

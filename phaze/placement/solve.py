@@ -260,6 +260,28 @@ def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -
     )
 
 
+def _timeline_of(inp: PlacementInput, config: Config, chain: Chain, group: Group, timelines: dict | None) -> np.ndarray:
+    """_timeline, kept in `timelines` (when given) for the later runs of the same call: recompute modes and p2p links share it."""
+    key = (config.vi, config.zero, chain.tp_idx, group.replicas[0][0], group.replicas_within)
+    tl = (timelines or {}).get(key)
+    if tl is None:
+        tl = _timeline(inp, config, chain, group)
+        if timelines is not None:
+            timelines[key] = tl
+    return tl
+
+
+def _tail_floors_s(inp: PlacementInput, config: Config, chain: Chain, tl: np.ndarray) -> tuple[float, float]:
+    """Two floors on the stages' tails (timeline step; dp.extend_stage's flow shops): the least tail of the stage
+    holding part 0 (its compute, serial extras and update, the step's gather before its first forward and its
+    reduction after the backward, which ends with it), and the least sum of all stages' tails (each at least its
+    parts' forwards, step gathers, updates and last-microbatch reductions, which run one after another)."""
+    own = _part_s(chain, config.recompute, inp.per_layer_recompute)[:, 0]
+    comm = tl[dp.TL_XH, :, 0] + tl[dp.TL_XBL, :, 0] + tl[dp.TL_OPT, :, 0] + tl[dp.TL_GH, :, 0] + tl[dp.TL_RBL, :, 0]
+    per_part = chain.fwd + tl[dp.TL_XH] + tl[dp.TL_OPT] + tl[dp.TL_RBL]
+    return float((own + comm).min()), float(per_part.min(axis=0).sum())
+
+
 def _kernel_args(inp: PlacementInput, config: Config, chain: Chain, group: Group) -> tuple:
     """The chain's kernel arrays, its weights weighted for memory as the run's expert-data-parallel group shards them."""
     if inp.step_model == "phaze":
@@ -281,12 +303,7 @@ def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound,
     rep_k = np.array([r[2] // unit for r in group.replicas], np.int64)
     rep_m = np.array([r[1] for r in group.replicas], np.int64)
     mult, transient = _state(inp, config, group)
-    key = (config.vi, config.zero, chain.tp_idx, group.replicas[0][0], group.replicas_within)
-    tl = (timelines or {}).get(key)
-    if tl is None:
-        tl = _timeline(inp, config, chain, group)
-        if timelines is not None:
-            timelines[key] = tl
+    tl = _timeline_of(inp, config, chain, group, timelines)
     while True:
         out_l, out_p, out_c, ok = dp.pareto_fronts(
             *_kernel_args(inp, config, chain, group), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
@@ -371,42 +388,70 @@ def _run_work(chain: Chain, recompute: str, per_layer: bool) -> RunWork:
 @dataclass(frozen=True)
 class Run:
     """One kernel run's group of data-parallel degrees on one width set and link kind, with what bounds its plans:
-    each pipeline size k it may use and the slots m + q - 1 of its shallowest pipeline (q >= k / widest stage)."""
+    each pipeline size k it may use, the slots m + q - 1 of its shallowest pipeline (q >= k / widest stage) and its
+    deepest pipeline's stages (q <= k / narrowest stage, q <= parts)."""
 
     group: Group
     k_max: int
     sizes: np.ndarray
     slots: np.ndarray
+    stages_max: np.ndarray
 
-    def bound_s(self, work: RunWork) -> float:
-        """No plan of the run beats L (m + q - 1) (both step models' time is at least that), with the bottleneck
-        load L at least the work spread over the k devices and at least the slowest part."""
-        return float((np.maximum(work.work_s / self.sizes, work.part_floor_s) * self.slots).min()) * (1.0 - BOUND_RTOL)
+    def bound_s(self, work: RunWork, tails: tuple[float, float] = (0.0, 0.0)) -> float:
+        """No plan of the run beats L (m + q - 2) + max(L, Z) (both step models' time is at least that with Z = 0), with
+        the bottleneck load L at least the work spread over the k devices and at least the slowest part, and the
+        largest tail Z at least the first stage's floor and the tails' floor sum over the most stages (_tail_floors_s)."""
+        load = np.maximum(work.work_s / self.sizes, work.part_floor_s)
+        tail = np.maximum(tails[0], tails[1] / self.stages_max)
+        return float((load * (self.slots - 1.0) + np.maximum(load, tail)).min()) * (1.0 - BOUND_RTOL)
 
 
-def _runs(inp: PlacementInput, group_list: list[Group], widths: np.ndarray, link: bool | None) -> list[Run]:
+@dataclass(frozen=True)
+class RunTable:
+    """The runs of one layer-variant shape (microbatch, widths, link, expert parallelism), with their pipeline sizes
+    and slots laid end to end so that every run's Run.bound_s for one chain is one vectorised pass."""
+
+    runs: tuple[Run, ...]
+    sizes: np.ndarray
+    slots: np.ndarray
+    starts: np.ndarray
+
+    def bounds_s(self, work: RunWork) -> np.ndarray:
+        """Run.bound_s(work) of every run (no tail floor)."""
+        if not self.runs:
+            return np.zeros(0)
+        load = np.maximum(work.work_s / self.sizes, work.part_floor_s)
+        return np.minimum.reduceat(load * self.slots, self.starts) * (1.0 - BOUND_RTOL)
+
+
+def _runs(inp: PlacementInput, group_list: list[Group], widths: np.ndarray, link: bool | None) -> RunTable:
     """The runs of these groups that can hold a stage (a run inside a node when `link` is True)."""
     w_min, w_max, unit = int(widths.min()), int(widths.max()), int(np.gcd.reduce(widths))
-    out = []
+    runs = []
     for group in group_list:
         k_max = group.k_max if link is not True else min(group.k_max, inp.network.node_size)
         if k_max < w_min:
             continue
-        sizes, slots = [], []
+        sizes, slots, deepest = [], [], []
         for _, m, k_d in group.replicas:
             k = np.asarray(group.pipeline_sizes, dtype=np.int64) if group.pipeline_sizes else np.arange(w_min, k_d + 1, unit)
             k = k[k <= min(k_d, k_max)]
             sizes.append(k)
             slots.append(m + -(-k // w_max) - 1)
-        out.append(Run(group, k_max, np.concatenate(sizes).astype(np.float64), np.concatenate(slots).astype(np.float64)))
-    return out
+            deepest.append(np.minimum(k // w_min, inp.num_parts))
+        if sum(len(k) for k in sizes):
+            runs.append(Run(group, k_max, *(np.concatenate(a).astype(np.float64) for a in (sizes, slots, deepest))))
+    lengths = [len(run.sizes) for run in runs]
+    return RunTable(tuple(runs), np.concatenate([run.sizes for run in runs]) if runs else np.zeros(0),
+                    np.concatenate([run.slots for run in runs]) if runs else np.zeros(0), np.cumsum([0] + lengths[:-1]).astype(np.int64))
 
 
 def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf) -> Candidate | None:
-    """Every kernel run of these configurations and width sets, cheapest lower bound first, until
-    no run's bound beats the best plan (or, before one is found, `cutoff_s`)."""
+    """Every kernel run of these configurations and width sets, cheapest lower bound first, until no run's bound
+    beats the best plan (or, before one is found, `cutoff_s`); under the timeline step a run is also skipped when its
+    bound with the stages' least tails (_tail_floors_s) cannot beat it."""
     front_cap = FRONT_CAPACITY
-    runs, chains, groups, timelines = [], {}, {}, {}
+    blocks, bounds, chains, tables, timelines, tails = [], [], {}, {}, {}, {}
     for config in configs:
         mbs = int(inp.mbs_values[config.vi])
         for tp_idx in width_sets(config.vi):
@@ -418,17 +463,31 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
                 chain, work = chains[key]
                 ep = int(inp.ep_values[config.vi])
                 shape = (mbs, tuple(chain.widths.tolist()), link, ep)
-                if shape not in groups:
-                    groups[shape] = _runs(inp, timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
+                if shape not in tables:
+                    tables[shape] = _runs(inp, timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
                                           else dp_groups(inp, mbs, chain.widths, ep), chain.widths, link)
-                runs.extend((run.bound_s(work), len(runs), config, chain, link, run) for run in groups[shape] if len(run.sizes))
-    runs.sort(key=lambda r: r[:2])
-    for lower, _, config, chain, link, run in runs:
+                if tables[shape].runs:
+                    blocks.append((config, chain, work, link, tables[shape].runs))
+                    bounds.append(tables[shape].bounds_s(work))
+    if not blocks:
+        return best
+    block_of = np.repeat(np.arange(len(blocks)), [len(b) for b in bounds])
+    index_in = np.concatenate([np.arange(len(b)) for b in bounds])
+    flat = np.concatenate(bounds)
+    for i in np.argsort(flat, kind="stable"):
         bound = best.time_per_batch_s if best else cutoff_s
-        if lower >= bound:
+        if flat[i] >= bound:
             break
-        group, k_max = run.group, run.k_max
-        fronts, front_cap = kernel_fronts(chain, inp, config, group, k_max, bound, front_cap, timelines)
+        config, chain, work, link, runs = blocks[block_of[i]]
+        run = runs[index_in[i]]
+        group = run.group
+        if inp.step_model == "timeline":
+            key = (config.vi, config.zero, config.recompute, chain.tp_idx, group.replicas[0][0], group.replicas_within)
+            if key not in tails:
+                tails[key] = _tail_floors_s(inp, config, chain, _timeline_of(inp, config, chain, group, timelines))
+            if run.bound_s(work, tails[key]) >= bound:
+                continue
+        fronts, front_cap = kernel_fronts(chain, inp, config, group, run.k_max, bound, front_cap, timelines)
         found = final_round(inp, fronts, group, link, bound)
         if found:
             tpb, d, q, k, load, tail = found
@@ -529,6 +588,29 @@ def least_memory_bytes(inp: PlacementInput, config: Config, arrays: SplitArrays,
     return memory + rebuild + ZERO_TRANSIENT_PART_COPIES[config.zero] * part_max
 
 
+def stage_comm_floor_s(tl: np.ndarray, wi: int, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least data-parallel communication a stage of parts first..last (arrays) at width index wi adds to its load and to
+    its tail, from dp.extend_stage's flow shops: its serial extras; the first part's gather before the first forward;
+    the last part's gather before the backward, which starts with it; the first part's reduction after the backward,
+    which ends with it; and, in the tail, the optimizer update."""
+    sums = np.concatenate([np.zeros((len(dp.TL_FIELDS), 1)), np.cumsum(tl[:, wi], axis=1)], axis=1)
+    span = sums[:, last + 1] - sums[:, first]
+    at_first, at_last = tl[:, wi, first], tl[:, wi, last]
+    load = span[dp.TL_XF] + span[dp.TL_XB] + at_first[dp.TL_GF] + at_last[dp.TL_GB] + at_first[dp.TL_RBM]
+    tail = span[dp.TL_XH] + span[dp.TL_XBL] + span[dp.TL_OPT] + at_first[dp.TL_GH] + at_last[dp.TL_GB] + at_first[dp.TL_RBL]
+    return load, tail
+
+
+def interleaved_comm_bound_s(inp: PlacementInput, arrays: SplitArrays, split: Split, tl: np.ndarray, m: int) -> float:
+    """A lower bound on an interleaved plan's time (timeline step) from each rank's least load plus its chunks'
+    stage_comm_floor_s: the load's terms and, in the tail, the step's update and exposed reductions."""
+    load_extra, tail_extra = stage_comm_floor_s(tl, 0, split.first, split.last)
+    load = arrays.load_s + np.bincount(split.rank, load_extra, minlength=split.pp)
+    tail = arrays.load_s + np.bincount(split.rank, tail_extra, minlength=split.pp)
+    most = float(load.max())
+    return (most * (m + (split.pp - 1) / split.vp - 1.0) + max(most, float(tail.max()))) * (1.0 - BOUND_RTOL)
+
+
 def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None,
                  cutoff_s: float = np.inf) -> Candidate | None:
     """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks, m a multiple of pp. A split whose
@@ -536,7 +618,7 @@ def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Ca
     get a lower bound (interleaved_bounds_s, the ranks' loads shared by the ZeRO stages) and are costed from scratch
     in increasing bound order, those whose memory cannot fit skipped, until no bound beats the best plan."""
     splits = interleaved_splits(inp, space.vp)
-    groups, bounds, chains = [], [], {}
+    groups, bounds, chains, timelines = [], [], {}, {}
     for config in configs:
         mbs, cp, ep = (int(values[config.vi]) for values in (inp.mbs_values, inp.cp_values, inp.ep_values))
         for ti in available(config.vi):
@@ -557,7 +639,7 @@ def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Ca
                 if (split.pp, split.vp) not in per_split:
                     per_split[split.pp, split.vp] = split_arrays(inp, config.recompute, chain, sums, split)
                 arrays = per_split[split.pp, split.vp]
-                groups.append((config, ti, arrays, split, d, m))
+                groups.append((config, ti, chain, arrays, split, d, m))
                 bounds.append(interleaved_bounds_s(inp, config.zero, arrays, split, m, d * cp))
     if not groups:
         return best
@@ -568,10 +650,15 @@ def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Ca
         bound = best.time_per_batch_s if best else cutoff_s
         if flat[i] >= bound:
             break
-        config, ti, arrays, split, ds, ms = groups[group_of[i]]
+        config, ti, chain, arrays, split, ds, ms = groups[group_of[i]]
         d, m = int(ds[index_in[i]]), int(ms[index_in[i]])
         if least_memory_bytes(inp, config, arrays, split, m, d).max() * (1.0 - BOUND_RTOL) > inp.hbm_bytes:
             continue
+        if inp.step_model == "timeline":
+            within = replicas_within(inp.network, d, split.pp * int(chain.widths[0]))
+            tl = _timeline_of(inp, config, chain, Group(m, ((d, m, 0),), 0, replicas_within=within), timelines)
+            if interleaved_comm_bound_s(inp, arrays, split, tl, m) >= bound:
+                continue
         plan = Plan(stages=tuple((a, b, int(inp.tp_values[ti])) for a, b in split.chunks), dp=d, vp=split.vp, **config.plan_fields(inp))
         cost = evaluate_plan(inp, plan)
         if cost.feasible and cost.time_per_batch_s < bound:
