@@ -446,6 +446,18 @@ def _runs(inp: PlacementInput, group_list: list[Group], widths: np.ndarray, link
                     np.concatenate([run.slots for run in runs]) if runs else np.zeros(0), np.cumsum([0] + lengths[:-1]).astype(np.int64))
 
 
+def _in_bound_order(blocks: list, bounds: list[np.ndarray]):
+    """(block, index within it, bound) for every entry of `bounds` (one array per block), in increasing bound order
+    (ties in the order given)."""
+    if not bounds:
+        return
+    block_of = np.repeat(np.arange(len(blocks)), [len(b) for b in bounds])
+    index_in = np.concatenate([np.arange(len(b)) for b in bounds])
+    flat = np.concatenate(bounds)
+    for i in np.argsort(flat, kind="stable"):
+        yield blocks[block_of[i]], int(index_in[i]), float(flat[i])
+
+
 def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf) -> Candidate | None:
     """Every kernel run of these configurations and width sets, cheapest lower bound first, until no run's bound
     beats the best plan (or, before one is found, `cutoff_s`); under the timeline step a run is also skipped when its
@@ -469,17 +481,11 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
                 if tables[shape].runs:
                     blocks.append((config, chain, work, link, tables[shape].runs))
                     bounds.append(tables[shape].bounds_s(work))
-    if not blocks:
-        return best
-    block_of = np.repeat(np.arange(len(blocks)), [len(b) for b in bounds])
-    index_in = np.concatenate([np.arange(len(b)) for b in bounds])
-    flat = np.concatenate(bounds)
-    for i in np.argsort(flat, kind="stable"):
+    for (config, chain, work, link, runs), j, lower in _in_bound_order(blocks, bounds):
         bound = best.time_per_batch_s if best else cutoff_s
-        if flat[i] >= bound:
+        if lower >= bound:
             break
-        config, chain, work, link, runs = blocks[block_of[i]]
-        run = runs[index_in[i]]
+        run = runs[j]
         group = run.group
         if inp.step_model == "timeline":
             key = (config.vi, config.zero, config.recompute, chain.tp_idx, group.replicas[0][0], group.replicas_within)
@@ -641,17 +647,11 @@ def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Ca
                 arrays = per_split[split.pp, split.vp]
                 groups.append((config, ti, chain, arrays, split, d, m))
                 bounds.append(interleaved_bounds_s(inp, config.zero, arrays, split, m, d * cp))
-    if not groups:
-        return best
-    group_of = np.repeat(np.arange(len(groups)), [len(b) for b in bounds])
-    index_in = np.concatenate([np.arange(len(b)) for b in bounds])
-    flat = np.concatenate(bounds)
-    for i in np.argsort(flat, kind="stable"):
+    for (config, ti, chain, arrays, split, ds, ms), j, lower in _in_bound_order(groups, bounds):
         bound = best.time_per_batch_s if best else cutoff_s
-        if flat[i] >= bound:
+        if lower >= bound:
             break
-        config, ti, chain, arrays, split, ds, ms = groups[group_of[i]]
-        d, m = int(ds[index_in[i]]), int(ms[index_in[i]])
+        d, m = int(ds[j]), int(ms[j])
         if least_memory_bytes(inp, config, arrays, split, m, d).max() * (1.0 - BOUND_RTOL) > inp.hbm_bytes:
             continue
         if inp.step_model == "timeline":
