@@ -161,18 +161,18 @@ def microbatches_per_replica(global_batch: int, dp: int, mbs: int) -> int:
     return -(-global_batch // (dp * mbs))
 
 
-def interleaved_inflight(rank: int, pp: int, vp: int, microbatches: int) -> int:
-    """Chunk-microbatches rank `rank` holds at its peak under Megatron's interleaved 1F1B: its warm-up
+def interleaved_inflight(rank, pp: int, vp: int, microbatches: int):
+    """(Rank a scalar or an array.) Chunk-microbatches rank `rank` holds at its peak under Megatron's interleaved 1F1B: its warm-up
     forwards ((pp - rank - 1) x 2 + (vp - 1) x pp) plus the one in steady state, at most all m x vp."""
-    return min((pp - rank - 1) * 2 + (vp - 1) * pp + 1, microbatches * vp)
+    return np.minimum((pp - rank - 1) * 2 + (vp - 1) * pp + 1, microbatches * vp)
 
 
-def interleaved_chunk_inflight(rank: int, chunk: int, pp: int, vp: int, microbatches: int) -> int:
-    """Microbatches of the rank's model chunk `chunk` in flight at that peak: Megatron's schedule runs the
+def interleaved_chunk_inflight(rank, chunk, pp: int, vp: int, microbatches: int):
+    """(Rank and chunk scalars or arrays.) Microbatches of the rank's model chunk `chunk` in flight at that peak: Megatron's schedule runs the
     warm-up forwards pp microbatches per chunk in turn (forward k runs chunk (k mod pp*vp) // pp), so the
     last rank holds one microbatch of its last chunk (with the loss) and pp of each other chunk."""
-    rounds, rest = divmod(interleaved_inflight(rank, pp, vp, microbatches), pp * vp)
-    return rounds * pp + min(pp, max(0, rest - chunk * pp))
+    rounds, rest = np.divmod(interleaved_inflight(rank, pp, vp, microbatches), pp * vp)
+    return rounds * pp + np.minimum(pp, np.maximum(0, rest - chunk * pp))
 
 
 def chain_arrays_of(inp: PlacementInput, vi: int, recompute: str) -> dict[str, np.ndarray]:

@@ -579,9 +579,7 @@ def least_memory_bytes(inp: PlacementInput, config: Config, arrays: SplitArrays,
     mult = inp.state_mult(config.zero, d * cp)
     weights = c["prm"] + c["exp"] * (inp.state_mult(config.zero, d * cp // ep) / mult - 1.0) if ep > 1 else c["prm"]
     pp, vp = split.pp, split.vp
-    rank_inflight = np.minimum((pp - np.arange(pp) - 1) * 2 + (vp - 1) * pp + 1, m * vp)[split.rank]
-    rounds, rest = np.divmod(rank_inflight, pp * vp)
-    inflight = rounds * pp + np.minimum(pp, np.maximum(0, rest - (np.arange(pp * vp) // pp) * pp))
+    inflight = interleaved_chunk_inflight(split.rank, np.arange(pp * vp) // pp, pp, vp, m)
     rcs = arrays.recomputes[split.rank]
     if inp.per_layer_recompute:
         activations = np.where(rcs, inflight * c["inb"], c["sav"] * inflight)
