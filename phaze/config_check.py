@@ -413,6 +413,8 @@ def check_config(cfg) -> None:
     check_schedule(cfg.schedule)
     check_search(cfg)
     check_tracking(cfg.tracking)
+    if cfg.get("workload_processes") is not None:
+        positive_ints(cfg.workload_processes, "workload_processes")
 
 
 def one_line(error: BaseException) -> str:

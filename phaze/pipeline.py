@@ -6,6 +6,7 @@ search call it for each accelerator point they consider.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 
@@ -27,7 +28,7 @@ from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, 
 from phaze.schedule import LayerSchedule, heuristic_schedule, lower_bound_s, schedule_layer
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
-from phaze.workload.extract import extract_workload
+from phaze.workload.extract import extract_workloads
 from phaze.workload.graph import PARTS, Workload
 from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
@@ -97,11 +98,15 @@ class LayerLatencies:
         """Entries holding the schedule's lower bound, with the schedule_layer arguments that solve them."""
         self._costed: dict[tuple, tuple] = {}
         """Unlisted entries whose operators were already costed (for their initial bound)."""
+        self._twins: dict[tuple, list[tuple]] = {}
+        """Each entry's twins: the entries of the same graph, width and direction (sequence parallelism at TP
+        width 1, the pre- and post-layers of every expert-parallel width), scheduled once for all of them."""
         self.solve_s = 0.0
         self.n_solved = 0
         self.milps: list[LayerSchedule] = []
         """Schedules of the entries that went past the list schedule (the MILP, or its cached result), in order."""
         start = time.perf_counter()
+        graphs: dict[tuple, list[tuple]] = {}
         for vi, variant in enumerate(self.variants):
             for ti, t in enumerate(self.tp_values):
                 if variant_graph(workloads, variant, t, "layer") is None:
@@ -109,6 +114,9 @@ class LayerLatencies:
                 for part in PARTS:
                     for direction in DIRECTIONS:
                         key = (vi, ti, part, direction)
+                        twins = graphs.setdefault((id(variant_graph(workloads, variant, t, part)), ti, direction), [])
+                        twins.append(key)
+                        self._twins[key] = twins
                         fields = [f"{direction}_s", f"tp_comm_{direction}_s"] + (["core_fwd_s"] if direction == "fwd" else [])
                         if lower_bounds is not None and inter_op_parallel:
                             for f in fields:
@@ -144,16 +152,20 @@ class LayerLatencies:
         """List-schedule the unlisted ones of these entries: scheduled where the list schedule meets its
         bound within the gap, else pending with the schedule's lower bound."""
         for key in sorted(set(keys) & self.unlisted):
+            if key not in self.unlisted:  # listed meanwhile as another entry's twin
+                continue
             start = time.perf_counter()
-            vi, ti, part, direction = key
             args = self._inputs(key)
             listed = heuristic_schedule(*args, *self.cores)
-            self.unlisted.discard(key)
-            if listed.mip_gap <= self.schedule_cfg.mip_gap:
-                self.values[part][f"{direction}_s"][vi, ti] = float(listed.makespan_s)
-            else:
-                self.values[part][f"{direction}_s"][vi, ti] = max(self.values[part][f"{direction}_s"][vi, ti], float(listed.bound_s))
-                self.pending[key] = args
+            for vi, ti, part, direction in self._twins[key]:
+                twin = (vi, ti, part, direction)
+                self.unlisted.discard(twin)
+                self._costed.pop(twin, None)
+                if listed.mip_gap <= self.schedule_cfg.mip_gap:
+                    self.values[part][f"{direction}_s"][vi, ti] = float(listed.makespan_s)
+                else:
+                    self.values[part][f"{direction}_s"][vi, ti] = max(self.values[part][f"{direction}_s"][vi, ti], float(listed.bound_s))
+                    self.pending[twin] = args
             self.solve_s += time.perf_counter() - start
 
     def solve(self, keys) -> None:
@@ -161,13 +173,16 @@ class LayerLatencies:
         it is over the gap, cached on disk)."""
         self.list_schedule(keys)
         for key in sorted(set(keys) & self.pending.keys()):
-            vi, ti, part, direction = key
+            if key not in self.pending:  # solved meanwhile as another entry's twin
+                continue
             start = time.perf_counter()
-            sched = schedule_layer(*self.pending.pop(key), *self.cores, self.schedule_cfg)
+            sched = schedule_layer(*self.pending[key], *self.cores, self.schedule_cfg)
             self.solve_s += time.perf_counter() - start
             self.n_solved += 1
             self.milps.append(sched)
-            self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
+            for vi, ti, part, direction in self._twins[key]:
+                if self.pending.pop((vi, ti, part, direction), None) is not None:
+                    self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
 
     def all_keys(self) -> list[tuple]:
         return sorted(self.unlisted | self.pending.keys())
@@ -258,17 +273,15 @@ def tp_values_of(workloads: dict[int, Workload]) -> list[int]:
 
 def load_workloads(cfg) -> dict[int, Workload]:
     """The model's workload at every microbatch size of the training config, with every shard its placement
-    space needs (cached on disk as traced; the precision and the compat switches apply after the cache)."""
+    space needs (cached on disk as traced, by `workload_processes` processes at once; the precision and the compat
+    switches apply after the cache)."""
     model = training_model(cfg)
     step = forward_only if cfg.train.get("forward_only") else (lambda workload: workload)
-    return {
-        int(mbs): step(with_phaze_conventions(
-            with_precision(extract_workload(model, int(mbs), cfg.train.bytes_per_elem, cfg.train.tp_widths, cache_dir=cfg.cache_dir,
-                                            sp_values=tuple(options(cfg, "sp")), cp_values=tuple(options(cfg, "cp")),
-                                            ep_values=tuple(options(cfg, "ep"))), cfg.train.precision),
-            compat_of(cfg), str(model.family)))
-        for mbs in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)
-    }
+    traced = extract_workloads(model, [int(m) for m in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)], cfg.train.bytes_per_elem,
+                               cfg.train.tp_widths, cache_dir=cfg.cache_dir, sp_values=tuple(options(cfg, "sp")),
+                               cp_values=tuple(options(cfg, "cp")), ep_values=tuple(options(cfg, "ep")),
+                               processes=int(cfg.get("workload_processes") or len(os.sched_getaffinity(0))))
+    return {mbs: step(with_phaze_conventions(with_precision(w, cfg.train.precision), compat_of(cfg), str(model.family))) for mbs, w in traced.items()}
 
 
 def schedule_settings(cfg) -> ScheduleCfg:

@@ -405,6 +405,8 @@ class Config:
     tracking: TrackingCfg = MISSING
     compat: CompatCfg = field(default_factory=CompatCfg)
     cache_dir: str = ".cache/phaze"
+    # Processes tracing the microbatch sizes whose workload is not cached yet, at once (null: this machine's cores).
+    workload_processes: Optional[int] = None
     # `python -m phaze.evaluate figure=timeline.png`: also draw the plan's pipeline timeline (a PNG) there.
     figure: Optional[str] = None
     export: ExportCfg = field(default_factory=ExportCfg)

@@ -66,6 +66,7 @@ CASES = [
     (["search.objective=latency"], "search.objective", "throughput_per_tdp"),
     (["search.n_trials=0"], "search.n_trials", "positive"),
     (["search.n_workers=0"], "search.n_workers", "positive"),
+    (["workload_processes=0"], "workload_processes", "positive"),
     (["search.rel_gap=-0.01"], "search.rel_gap", "[0, 1)"),
     (["search.n_workers=2", "search.storage=memory"], "search.n_workers", "postgresql://"),
     (["search.storage=nosuchdb://host/x"], "search.storage", "sqlite:///"),

@@ -1,13 +1,15 @@
 """Layers scheduled on demand (LayerLatencies.best) give exactly the placement found with every layer
 scheduled, while scheduling fewer of them; unscheduled entries are true lower bounds."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
-from phaze.pipeline import layer_latencies, load_workloads, placer
+from phaze.pipeline import layer_latencies, load_workloads, placer, variant_graph
 from phaze.search.evaluator import SpaceEvaluator
 from tests.test_search_study import TINY_MODEL
 
@@ -85,3 +87,31 @@ def test_stopping_at_beat_is_a_true_bound(setup):
         low, exact = layer_latencies(cfg, point, workloads, network).best(place, beat=value * 0.95)
         assert exact and low.throughput_seq_s == pytest.approx(value, rel=1e-12)
     assert stopped > 0
+
+
+def test_twin_entries_are_scheduled_once(tmp_path):
+    """Sequence parallelism at TP width 1 is the graph without it: the two entries are list-scheduled and solved
+    once, both taking the schedule, and every MILP of a full solve is a distinct graph, width and direction
+    (schedule.mip_gap=0 sends every list schedule that is not provably optimal to the MILP)."""
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={tmp_path}", "schedule.cache=false", "train.sp=[false,true]",
+                         "schedule.mip_gap=0")
+    workloads, network = load_workloads(cfg), Network.from_cfg(cfg.cluster)
+    point = enumerate_space(cfg.hw).iloc[[0]].reset_index(drop=True)
+    lazy = layer_latencies(cfg, point, workloads, network)
+    off = next(i for i, v in enumerate(lazy.variants) if not v.sp)
+    on = lazy.variants.index(replace(lazy.variants[off], sp=True))
+    width = lazy.tp_values.index(1)
+    lazy.list_schedule([(off, width, "layer", "bwd")])
+    assert (on, width, "layer", "bwd") not in lazy.unlisted
+    assert lazy.values["layer"]["bwd_s"][on, width] == lazy.values["layer"]["bwd_s"][off, width]
+    assert ((on, width, "layer", "bwd") in lazy.pending) == ((off, width, "layer", "bwd") in lazy.pending)
+    lazy.listed_all()
+    pending = set(lazy.pending)
+    distinct = {(id(variant_graph(workloads, lazy.variants[vi], lazy.tp_values[ti], part)), ti, direction) for vi, ti, part, direction in pending}
+    lazy.solve_all()
+    assert lazy.n_solved == len(lazy.milps) == len(distinct) < len(pending)
+    for part, fields in lazy.values.items():
+        np.testing.assert_array_equal(fields["fwd_s"][on, width], fields["fwd_s"][off, width])
+        np.testing.assert_array_equal(fields["bwd_s"][on, width], fields["bwd_s"][off, width])
+    wide = lazy.tp_values.index(2)
+    assert lazy.values["layer"]["fwd_s"][on, wide] != lazy.values["layer"]["fwd_s"][off, wide]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from phaze.workload import extract as extract_mod
-from phaze.workload.extract import extract_workload
+from phaze.workload.extract import extract_workload, extract_workloads
 from phaze.workload.families import build_parts
 from phaze.workload.graph import OpGraph
 from phaze.workload.trace import part_graph
@@ -117,6 +117,23 @@ def test_cache_hit_does_not_retrace(workload_cache, monkeypatch, llama):
     # A change of architecture is a different key.
     with pytest.raises(AssertionError, match="cache miss"):
         extract_workload(compose_cfg("model=llama2", "model.num_layers=31").model, mbs=1, tp_widths=(1, 2, 4, 8), cache_dir=workload_cache)
+
+
+def test_processes_trace_what_one_process_traces(tmp_path, monkeypatch):
+    """Two processes tracing the microbatch sizes not cached give the workloads one process gives, cached for the
+    next call; a size already cached is read, not traced again."""
+    model = compose_cfg("model=gpt2").model
+    shards = {"tp_widths": (1, 2), "sp_values": (False, True)}
+    extract_workload(model, 2, cache_dir=tmp_path / "both", **shards)
+    both = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "both", processes=2, **shards)
+    one = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "one", processes=1, **shards)
+    assert list(both) == [1, 2, 4]
+    for mbs in both:
+        assert pickle.dumps(both[mbs]) == pickle.dumps(one[mbs])
+        assert both[mbs].mbs == mbs
+    monkeypatch.setattr(extract_mod, "extract_uncached", lambda *a, **k: pytest.fail("a cached workload was traced again"))
+    again = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "both", processes=2, **shards)
+    assert all(pickle.dumps(again[m]) == pickle.dumps(both[m]) for m in both)
 
 
 def test_without_views_keeps_dependencies():

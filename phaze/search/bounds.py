@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from phaze.cost.chip import cost_signatures
+from phaze.cost.chip import cost_signatures, unique_chips
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.pipeline import LATENCY_FIELDS, core_fwd_s, single_stream_s, tp_values_of, variant_graph
@@ -27,11 +27,12 @@ from phaze.workload.graph import PARTS, Workload
 
 
 def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: int, inter_op_parallel: bool,
-                           opts: StreamOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                           opts: StreamOptions, chips=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(makespan lower bound, TP communication time, attention-core forward time) of one direction, per point:
-    three arrays [P]. Without inter-operator parallelism the makespan is the stream timeline itself."""
+    three arrays [P]. Without inter-operator parallelism the makespan is the stream timeline itself. `chips`:
+    unique_chips(points), where the caller bounds several graphs on the same points."""
     compute = graph.without_views()
-    lat = op_latencies(compute.ops, points, network, tp)
+    lat = op_latencies(compute.ops, points, network, tp, chips)
     core = core_fwd_s(compute.ops, lat.unit, lat.parallel_s)
     if not inter_op_parallel:
         span, exposed = single_stream_s(compute, lat.unit, lat.parallel_s, opts)
@@ -63,6 +64,7 @@ def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, 
     tp_values = tp_values_of(workloads)
     first, signature_of = cost_signatures(points)
     signatures = points.iloc[first].reset_index(drop=True)
+    chips = unique_chips(signatures)
     shape = (len(variants), len(tp_values), len(signatures))
     out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
     done: dict[tuple, tuple] = {}
@@ -75,8 +77,8 @@ def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, 
                     continue
                 key = (id(g), t, None if inter_op_parallel else opts)
                 if key not in done:
-                    done[key] = (direction_lower_bounds(g.fwd, signatures, network, t, inter_op_parallel, opts),
-                                 direction_lower_bounds(g.bwd, signatures, network, t, inter_op_parallel, opts))
+                    done[key] = (direction_lower_bounds(g.fwd, signatures, network, t, inter_op_parallel, opts, chips),
+                                 direction_lower_bounds(g.bwd, signatures, network, t, inter_op_parallel, opts, chips))
                 (fwd, comm_fwd, core), (bwd, comm_bwd, _) = done[key]
                 fields = out[part]
                 fields["fwd_s"][vi, ti], fields["tp_comm_fwd_s"][vi, ti], fields["core_fwd_s"][vi, ti] = fwd, comm_fwd, core

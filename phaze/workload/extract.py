@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import pickle
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, is_dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -112,19 +115,42 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     )
 
 
+def cached_path(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
+                sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> Path | None:
+    """Where the workload of these shards is cached (keyed by a hash of the architecture and shards); None without a cache."""
+    if cache_dir is None:
+        return None
+    key = cache_key(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values, ep_values)
+    return Path(cache_dir) / "workload" / f"{model_cfg.name}-{key}.pkl"
+
+
 def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
                      sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> Workload:
-    """The workload from the disk cache when present (keyed by a hash of the architecture and shards), else extracted and stored."""
-    path = None
-    if cache_dir is not None:
-        key = cache_key(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values, ep_values)
-        path = Path(cache_dir) / "workload" / f"{model_cfg.name}-{key}.pkl"
-        if path.exists():
-            with path.open("rb") as f:
-                return pickle.load(f)
+    """The workload from the disk cache when present, else extracted and stored."""
+    path = cached_path(model_cfg, mbs, bytes_per_elem, tp_widths, cache_dir, sp_values, cp_values, ep_values)
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)
     start = time.perf_counter()
     workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values, ep_values)
     log.info("extracted %s mbs=%d in %.1f s", model_cfg.name, mbs, time.perf_counter() - start)
     if path is not None:
         write_atomic(path, pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL))
     return workload
+
+
+def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
+                      sp_values=(False,), cp_values=(1,), ep_values=(1,), processes: int = 1) -> dict[int, Workload]:
+    """extract_workload at every microbatch size; the sizes not cached are traced by up to `processes` spawned
+    processes at once (tracing is single-threaded Python, so each core traces one microbatch size)."""
+    shards = {"bytes_per_elem": bytes_per_elem, "tp_widths": tuple(tp_widths), "cache_dir": cache_dir, "sp_values": tuple(sp_values),
+              "cp_values": tuple(cp_values), "ep_values": tuple(ep_values)}
+    todo = [m for m in mbs_values if (path := cached_path(model_cfg, m, **shards)) is None or not path.exists()]
+    traced = {}
+    if processes > 1 and len(todo) > 1:
+        start = time.perf_counter()
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(processes, len(todo)), mp_context=context) as pool:
+            traced = dict(zip(todo, pool.map(partial(extract_workload, model_cfg, **shards), todo)))
+        log.info("extracted %s mbs=%s in %d processes in %.1f s", model_cfg.name, todo, min(processes, len(todo)), time.perf_counter() - start)
+    return {m: traced[m] if m in traced else extract_workload(model_cfg, m, **shards) for m in mbs_values}
