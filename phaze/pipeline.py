@@ -6,7 +6,6 @@ search call it for each accelerator point they consider.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, replace
 
@@ -112,9 +111,10 @@ class LayerLatencies:
                 if variant_graph(workloads, variant, t, "layer") is None:
                     continue
                 for part in PARTS:
+                    graph = variant_graph(workloads, variant, t, part)
                     for direction in DIRECTIONS:
                         key = (vi, ti, part, direction)
-                        twins = graphs.setdefault((id(variant_graph(workloads, variant, t, part)), ti, direction), [])
+                        twins = graphs.setdefault((id(graph), ti, direction), [])
                         twins.append(key)
                         self._twins[key] = twins
                         fields = [f"{direction}_s", f"tp_comm_{direction}_s"] + (["core_fwd_s"] if direction == "fwd" else [])
@@ -157,8 +157,8 @@ class LayerLatencies:
             start = time.perf_counter()
             args = self._inputs(key)
             listed = heuristic_schedule(*args, *self.cores)
-            for vi, ti, part, direction in self._twins[key]:
-                twin = (vi, ti, part, direction)
+            for twin in self._twins[key]:
+                vi, ti, part, direction = twin
                 self.unlisted.discard(twin)
                 self._costed.pop(twin, None)
                 if listed.mip_gap <= self.schedule_cfg.mip_gap:
@@ -280,7 +280,7 @@ def load_workloads(cfg) -> dict[int, Workload]:
     traced = extract_workloads(model, [int(m) for m in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)], cfg.train.bytes_per_elem,
                                cfg.train.tp_widths, cache_dir=cfg.cache_dir, sp_values=tuple(options(cfg, "sp")),
                                cp_values=tuple(options(cfg, "cp")), ep_values=tuple(options(cfg, "ep")),
-                               processes=int(cfg.get("workload_processes") or len(os.sched_getaffinity(0))))
+                               processes=cfg.get("workload_processes"))
     return {mbs: step(with_phaze_conventions(with_precision(w, cfg.train.precision), compat_of(cfg), str(model.family))) for mbs, w in traced.items()}
 
 

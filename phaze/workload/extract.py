@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import multiprocessing
+import os
 import pickle
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -140,9 +141,12 @@ def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
 
 
 def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
-                      sp_values=(False,), cp_values=(1,), ep_values=(1,), processes: int = 1) -> dict[int, Workload]:
+                      sp_values=(False,), cp_values=(1,), ep_values=(1,), processes: int | None = None) -> dict[int, Workload]:
     """extract_workload at every microbatch size; the sizes not cached are traced by up to `processes` spawned
-    processes at once (tracing is single-threaded Python, so each core traces one microbatch size)."""
+    processes at once (None: the cores this process may use; tracing is single-threaded Python, so each core
+    traces one microbatch size)."""
+    if processes is None:
+        processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     shards = {"bytes_per_elem": bytes_per_elem, "tp_widths": tuple(tp_widths), "cache_dir": cache_dir, "sp_values": tuple(sp_values),
               "cp_values": tuple(cp_values), "ep_values": tuple(ep_values)}
     todo = [m for m in mbs_values if (path := cached_path(model_cfg, m, **shards)) is None or not path.exists()]
