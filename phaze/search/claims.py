@@ -12,6 +12,8 @@ number, from Optuna's RetryHeartbeatStaleTrialCallback) takes the claim over wit
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 TABLE = "phaze_point_claims"
@@ -44,6 +46,15 @@ def tune_sqlite(engine: sa.engine.Engine) -> sa.engine.Engine:
     return engine
 
 
+SKIP_CONFLICTS = {
+    "sqlite": lambda table: sqlite_insert(table).on_conflict_do_nothing(),
+    "postgresql": lambda table: postgresql_insert(table).on_conflict_do_nothing(),
+    "mysql": lambda table: table.insert().prefix_with("IGNORE"),
+    "mariadb": lambda table: table.insert().prefix_with("IGNORE"),
+}
+"""Per SQLAlchemy dialect, an insert that skips the rows whose key exists instead of failing."""
+
+
 class PointTaken(Exception):
     """The trial's point is claimed by another live or finished trial: nothing to evaluate."""
 
@@ -72,6 +83,11 @@ class LocalClaims:
     def count(self) -> int:
         """Points claimed so far."""
         return len(self.owners)
+
+    def claim_many(self, points, trial_number: int) -> None:
+        """Claim every free one of the points for the trial (the others keep their owners)."""
+        for point in points:
+            self.owners.setdefault(point, trial_number)
 
     def release(self, point: int, old: int) -> None:
         """Drop trial `old`'s claim on the point."""
@@ -139,6 +155,20 @@ class DatabaseClaims:
             return True
         except IntegrityError:
             return False
+
+    def claim_many(self, points, trial_number: int) -> None:
+        """Claim every free one of the points for the trial in one transaction (the others keep their owners): an
+        insert that skips conflicting rows where the database has one, else one claim per point."""
+        rows = [{"study_name": self.study_name, "point": int(p), "trial_number": trial_number} for p in points]
+        dialect = self.engine.dialect.name
+        if not rows:
+            return
+        if dialect in SKIP_CONFLICTS:
+            with self.engine.begin() as conn:
+                conn.execute(SKIP_CONFLICTS[dialect](self.table), rows)
+            return
+        for row in rows:
+            self.claim(row["point"], trial_number)
 
     def take_over(self, point: int, old: int, new: int) -> bool:
         """Move a claim from trial `old` (dead) to `new`; false if someone else moved it first."""

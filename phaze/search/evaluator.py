@@ -155,6 +155,12 @@ class ModelEvaluator:
             self._record_bound(point, value)
         return value
 
+    def known_bound(self, index: int, point: pd.DataFrame, fixed: bool = False) -> float:
+        """The tightest placement bound on the point that the bounds found so far already give, without a DP (inf when
+        none): its signature's bound at the largest HBM, or a point with at least its MORE_IS_FASTER columns."""
+        top = self._top_bound.get((self.signature(index), fixed), (np.inf, None))[0]
+        return top if fixed else min(top, self._dominating_bound(point))
+
     @staticmethod
     def _dominance_key(point: pd.DataFrame) -> tuple[tuple, np.ndarray]:
         row = point.iloc[0]
@@ -284,12 +290,23 @@ class SpaceEvaluator:
     def point(self, index: int) -> pd.DataFrame:
         return self.points.iloc[[index]].reset_index(drop=True)
 
+    def sibling_groups(self) -> np.ndarray:
+        """Per point, its cost signature: HBM siblings share it, and with it every layer schedule (of every model)."""
+        return self.models[0].lower_bounds.signature_of
+
     def placement_bound(self, index: int, beat: float | None = None) -> float:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
         stopped as soon as it cannot beat `beat` (see bounded_mean)."""
         point = self.point(index)
         return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, point, cut, self.fixed_placement, cutoff=True))
+
+    def known_bound(self, index: int) -> float:
+        """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's
+        tightest: its bound for this point, its cap, or ModelEvaluator.known_bound)."""
+        point = self.point(index)
+        known = [m.known_bound(index, point, self.fixed_placement) for m in self.models]
+        return float(np.minimum(self.upper_bounds(index), known).mean())
 
     def schedule_bound(self, index: int, beat: float | None = None) -> float:
         """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over

@@ -27,7 +27,7 @@ from phaze.compat import compat_of, switches_on
 from phaze.search.claims import PASSED_OVER, PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
-from phaze.search.samplers import ORDERED, SpaceExhausted, make_sampler
+from phaze.search.samplers import BOUND_STOP_ATTR, ORDERED, SpaceExhausted, make_sampler
 from phaze.tracking import StudyTracker, TrialRecord, resolve_tracking_uri
 
 OBJECTIVES = ("throughput", "throughput_per_tdp")
@@ -41,8 +41,6 @@ MILPS_ATTR = "layer_milps"
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 """Which process ran a trial (tag `worker` of its child run): host and process id."""
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-BOUND_STOP_ATTR = "stopped_by_bound"
-"""Study attribute set when branch and bound proved every unvisited point dominated."""
 EXHAUSTED_ATTR = "space_exhausted"
 """Study attribute, True once a worker's ordered sampler has passed every point (each claimed by a
 trial or shown unable to win by its bound); a recovery that releases claims sets it back to False."""
@@ -147,15 +145,18 @@ class Objective:
         raise PointTaken(f"point {index} belongs to trial {owner}")
 
     def cannot_win(self, study: optuna.Study):
-        """For the branch-and-bound order: a predicate, fixed at the study's best value now, telling which
-        points their placement bound shows unable to beat it (work-bound-dominated points are left to
-        a trial, whose pruning stops the study)."""
+        """For the branch-and-bound order: a predicate passed_over(index, known_only=False), fixed at the study's best
+        value now, telling which points their placement bound shows unable to beat it (work-bound-dominated points
+        are left to a trial, whose pruning stops the study); with known_only, from the bounds found so far only
+        (False where that needs a DP)."""
         done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
-        def passed_over(index: int) -> bool:
+        def passed_over(index: int, known_only: bool = False) -> bool:
             beat = self.beat(done, index)
             if beat is None or self.ev.work_bound[index] <= beat:
                 return False
+            if known_only:
+                return self.ev.known_bound(index) <= beat
             return self.ev.placement_bound(index, beat) <= beat
 
         return passed_over
@@ -186,9 +187,8 @@ class Objective:
         if self.prune:
             work = float(self.ev.work_bound[index]) * self.scale(index)
             if self.dominated(done, index, work):
-                if self.cfg.search.sampler == "bound":
-                    study.set_user_attr(BOUND_STOP_ATTR, index)
-                    study.stop()  # points come in decreasing work bound: none left can win
+                if self.cfg.search.sampler == "bound":  # points come in decreasing work bound: none left can win
+                    study.sampler.stop_at_bound(study, index)
                 self._pruned(trial, index, "work_bound", work)
             placement = self.ev.placement_bound(index, self.beat(done, index)) * self.scale(index)
             if self.dominated(done, index, placement):
