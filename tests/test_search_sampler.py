@@ -7,7 +7,7 @@ import numpy as np
 import optuna
 import pytest
 
-from phaze.search.claims import PASSED_OVER, LocalClaims
+from phaze.search.claims import PASSED_OVER, DatabaseClaims, LocalClaims
 from phaze.search.samplers import BOUND_STOP_ATTR, ClaimedOrderSampler, SpaceExhausted
 
 N_POINTS = 40
@@ -161,3 +161,17 @@ def test_a_bound_that_passes_a_point_over_claims_the_siblings_it_dismisses():
     owners = workers[0].study.sampler.claims.owners_by_point()
     assert {p: owners[p] for p in range(GROUP)} == dict.fromkeys(range(GROUP), PASSED_OVER)
     assert workers[1].start() == 2 * GROUP and computed == [0, GROUP, 2 * GROUP]
+
+
+def check_claim_many(claims) -> None:
+    """claim_many claims the free points only; the held ones keep their owner."""
+    assert claims.claim(1, 7)
+    claims.claim_many([1, 2, 3], PASSED_OVER)
+    claims.claim_many([], PASSED_OVER)
+    assert claims.owners_by_point() == {1: 7, 2: PASSED_OVER, 3: PASSED_OVER}
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_claim_many_keeps_existing_claims(tmp_path, local):
+    """In a process, and in SQLite's one-statement insert (ON CONFLICT DO NOTHING); PostgreSQL's in test_workers_postgres."""
+    check_claim_many(LocalClaims() if local else DatabaseClaims(f"sqlite:///{tmp_path / 'claims.db'}", "claim-many"))

@@ -16,7 +16,9 @@ import pytest
 
 from phaze.config import compose_config
 from phaze.search import run_study
+from phaze.search.claims import DatabaseClaims
 from tests.conftest import need_executable
+from tests.test_search_sampler import check_claim_many
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -102,3 +104,8 @@ def test_two_workers_share_one_postgres_study(postgres, tmp_path, workload_cache
     children = mlflow.search_runs(experiment_names=["phaze"], filter_string=f"tags.mlflow.parentRunId = '{parents.run_id[0]}'")
     assert (children.status == "FINISHED").all()
     assert sorted(pd.to_numeric(children["params.trial_number"])) == sorted(t.number for t in complete)  # one child each
+
+
+def test_claim_many_keeps_existing_claims_on_postgres(postgres):
+    """DatabaseClaims.claim_many's PostgreSQL insert (ON CONFLICT DO NOTHING)."""
+    check_claim_many(DatabaseClaims(postgres("optuna"), "claim-many"))
