@@ -160,9 +160,9 @@ class DatabaseClaims:
         """Claim every free one of the points for the trial in one transaction (the others keep their owners): an
         insert that skips conflicting rows where the database has one, else one claim per point."""
         rows = [{"study_name": self.study_name, "point": int(p), "trial_number": trial_number} for p in points]
-        dialect = self.engine.dialect.name
         if not rows:
             return
+        dialect = self.engine.dialect.name
         if dialect in SKIP_CONFLICTS:
             with self.engine.begin() as conn:
                 conn.execute(SKIP_CONFLICTS[dialect](self.table), rows)

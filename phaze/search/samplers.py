@@ -18,6 +18,12 @@ ORDERED = ("bound", "grid")
 """Samplers that visit every point once in a fixed order, each point claimed by exactly one trial."""
 
 
+def _bound_stop(study: optuna.Study, point: int) -> None:
+    """Stop the study, recording the point whose work bound showed that no point left can win."""
+    study.set_user_attr(BOUND_STOP_ATTR, point)
+    study.stop()
+
+
 class SpaceExhausted(Exception):
     """Every point is claimed by some trial: this trial has nothing left to evaluate."""
 
@@ -56,7 +62,7 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         self.siblings = siblings if claim_first else None
         self.cursor = 0
         self.taken: set[int] | None = None
-        self.skip: Callable[[optuna.Study], Callable[[int], bool]] | None = None
+        self.skip: Callable[[optuna.Study], Callable[..., bool]] | None = None
         self.n_skipped = 0
         self.deferred: list[int] = []
         self.dismissed: list[int] = []
@@ -81,8 +87,7 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         if self.deferred:
             self.stop_point = point
             return
-        study.set_user_attr(BOUND_STOP_ATTR, point)
-        study.stop()
+        _bound_stop(study, point)
 
     def _running_siblings(self, study: optuna.Study, trial) -> set[int]:
         """Sibling groups of the points other trials are evaluating now."""
@@ -144,8 +149,7 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
         if point is not None:
             return point
         if self.stop_point is not None:
-            study.set_user_attr(BOUND_STOP_ATTR, self.stop_point)
-            study.stop()
+            _bound_stop(study, self.stop_point)
             raise SpaceExhausted("the work bound stopped the study: every deferred point is decided")
         while self.cursor < len(self.order):
             point = self.order[self.cursor]
