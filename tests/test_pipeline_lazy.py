@@ -2,6 +2,7 @@
 scheduled, while scheduling fewer of them; unscheduled entries are true lower bounds."""
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import layer_latencies, load_workloads, placer, variant_graph
-from phaze.search.evaluator import SpaceEvaluator
+from phaze.search.evaluator import SpaceEvaluator, known_placement
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = [pytest.mark.slow, pytest.mark.solver]
@@ -69,6 +70,44 @@ def test_bounds_chain_down_to_the_value(setup, tmp_path, placement):
         assert ev.work_bound[i] * (1 + 1e-12) >= top
         assert top * (1 + 1e-12) >= own >= listed * (1 - 1e-12)
         assert listed * (1 + 1e-12) >= value
+
+
+def test_kept_placements_answer_as_the_dp_would(setup, tmp_path):
+    """ModelEvaluator.placer answers a question on latencies it has placed before from the kept answers (no DP) exactly as
+    the DP does: with no cut-off, with cut-offs the optimum beats or misses, and after a cut-off nothing beat."""
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={setup[0].cache_dir}", f"schedule.cache_dir={tmp_path}")
+    ev = SpaceEvaluator(cfg)
+    model = ev.models[0]
+    derived = 0
+    for i in np.random.default_rng(1).choice(len(ev), 6, replace=False).tolist():
+        point, bounds = ev.point(i), model.lower_bounds.at(i)
+        value = model._placer(point, False, None, None)(bounds).throughput_seq_s
+        for first in (None, 0.5 * value, 1.5 * value):
+            model._placed.clear()
+            model.placer(point, False, beat=first)(bounds)
+            for beat in (None, 0.25 * value, 0.5 * value, 0.999 * value, 1.001 * value, 1.5 * value, 3.0 * value):
+                found, _ = known_placement(next(iter(model._placed.values())), beat, int(cfg.train.global_batch))
+                derived += found
+                kept, fresh = model.placer(point, False, beat=beat)(bounds), model._placer(point, False, None, beat)(bounds)
+                assert (kept is None) == (fresh is None)
+                if fresh is not None:
+                    assert kept.time_per_batch_s == fresh.time_per_batch_s and kept.strategy == fresh.strategy
+    assert derived > 0
+
+
+def test_kept_placement_rules():
+    """A kept optimum answers every cut-off it clearly beats (itself) or misses (None), not one within rounding of it;
+    a cut-off nothing beat answers every higher one (None) and no lower one; an empty space answers all (None)."""
+    optimum = SimpleNamespace(time_per_batch_s=2.0)  # 8 sequences per batch: 4 seq/s
+    assert known_placement({None: optimum}, None, 8) == (True, optimum)
+    assert known_placement({None: optimum}, 3.0, 8) == (True, optimum)
+    assert known_placement({3.0: optimum}, 5.0, 8) == (True, None)
+    assert known_placement({None: optimum}, 4.0, 8) == (False, None)
+    assert known_placement({5.0: None}, 6.0, 8) == (True, None)
+    assert known_placement({5.0: None}, 3.0, 8) == (False, None)
+    assert known_placement({5.0: None}, None, 8) == (False, None)
+    assert known_placement({None: None}, 3.0, 8) == (True, None)
+    assert known_placement({}, None, 8) == (False, None)
 
 
 def test_stopping_at_beat_is_a_true_bound(setup):

@@ -130,8 +130,9 @@ def test_interleaved_bounds_never_exceed_a_plans_cost(inp, space):
 @given(inp=modern_chains(), space=spaces())
 def test_each_kernel_runs_bound_is_below_its_best_plan(inp, space):
     """The 1F1B search visits kernel runs by a lower bound and stops at the first that cannot beat the best plan: the
-    bound is at most the best plan the run finds with no cut-off."""
-    runs = 0
+    bound is at most the best plan the run finds with no cut-off, also with the timeline's flow-shop work, and a run
+    skipped because its pipelines' HBMs cannot hold the least model state finds no plan."""
+    runs = skipped = 0
     for config in solve._configs(inp, space):
         mbs, ep = int(inp.mbs_values[config.vi]), int(inp.ep_values[config.vi])
         widths = [ti for ti in range(len(inp.tp_values)) if inp.available(config.vi, ti)]
@@ -146,10 +147,17 @@ def test_each_kernel_runs_bound_is_below_its_best_plan(inp, space):
                     fronts, _ = solve.kernel_fronts(chain, inp, config, run.group, run.k_max, np.inf, solve.FRONT_CAPACITY)
                     found = solve.final_round(inp, fronts, run.group, link, np.inf)
                     assert bound == pytest.approx(run.bound_s(work), rel=1e-12)
+                    if solve.least_state_bytes(inp, config, chain, run.group) * (1.0 - solve.BOUND_RTOL) > run.k_max * inp.hbm_bytes:
+                        skipped += 1
+                        assert found is None
                     if found is not None:
                         runs += 1
                         assert bound <= found[0]
                         if inp.step_model == "timeline":
                             tl = solve._timeline_of(inp, config, chain, run.group, None)
-                            assert run.bound_s(work, solve._tail_floors_s(inp, config, chain, tl)) <= found[0]
-    event(f"{runs} runs")
+                            tails = solve._tail_floors_s(inp, config, chain, tl)
+                            assert run.bound_s(work, tails) <= found[0]
+                            flow_work = solve._timeline_work(chain, config.recompute, inp.per_layer_recompute, tl)
+                            assert flow_work.work_s >= work.work_s * (1 - 1e-12) and flow_work.part_floor_s >= work.part_floor_s * (1 - 1e-12)
+                            assert run.bound_s(flow_work, tails) <= found[0]
+    event(f"{runs} runs, {skipped} skipped for memory")

@@ -292,6 +292,15 @@ def _kernel_args(inp: PlacementInput, config: Config, chain: Chain, group: Group
     return tuple(args)
 
 
+def least_state_bytes(inp: PlacementInput, config: Config, chain: Chain, group: Group) -> float:
+    """Least weights, gradients and optimizer state a run's pipeline holds in all (bytes): each part on its cheapest
+    width, state_mult bytes per weight byte on each of the stage's devices. Every stage device's memory (dp.stage_fits)
+    is at least its parts' share of it, so a pipeline of k devices needs k HBMs of at least this much."""
+    mult, _ = _state(inp, config, group)
+    prm = _kernel_args(inp, config, chain, group)[2]
+    return float(mult * (chain.widths[:, None] * prm).min(axis=0).sum())
+
+
 def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap, timelines: dict | None = None):
     """Run the kernel with devices counted in units of the widths' gcd (a single-width pipeline of
     q stages then has one k), growing the front capacity until no cell overflows. Returns the
@@ -320,6 +329,8 @@ def final_round(inp, fronts, group: Group, link: bool | None, best: float) -> tu
     """Best (time, d, q, k, L, Z) over the group's replica counts, pipelines whose p2p link kind
     matches `link` (None: any) and the front points; None if nothing beats `best`."""
     loads, tails, counts, unit = fronts
+    if not len(loads):
+        return None
     qs, ks = np.nonzero(counts)
     per_cell = counts[qs, ks]
     qs, ks = np.repeat(qs, per_cell), np.repeat(ks, per_cell) * unit
@@ -383,6 +394,18 @@ def _run_work(chain: Chain, recompute: str, per_layer: bool) -> RunWork:
     """RunWork of the chain under the recompute mode."""
     per = _part_s(chain, recompute, per_layer)
     return RunWork(float(np.min(chain.widths[:, None] * per, axis=0).sum()), float(np.min(per, axis=0).max()))
+
+
+def _timeline_work(chain: Chain, recompute: str, per_layer: bool, tl: np.ndarray) -> RunWork:
+    """RunWork of the chain under the timeline step's flow shops (dp.extend_stage): a stage's load is at least one of its
+    forward streams (gathers, or compute with its serial extras) plus one of its backward streams (gathers, compute
+    with its serial extras, or per-microbatch reductions), each summed over its parts; any fixed pairing of one forward
+    and one backward stream is therefore a per-part work that every stage's load covers."""
+    recomputed = chain.fwd if (recompute == "full" and per_layer) else 0.0
+    forward = (tl[dp.TL_GF], chain.fwd + tl[dp.TL_XF])
+    backward = (tl[dp.TL_GB], chain.bwd + recomputed + tl[dp.TL_XB], tl[dp.TL_RBM])
+    per = np.array([f + b for f in forward for b in backward])
+    return RunWork(float((chain.widths[:, None] * per).min(axis=1).sum(axis=1).max()), float(per.max(axis=0).min(axis=0).max()))
 
 
 @dataclass(frozen=True)
@@ -463,7 +486,7 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
     beats the best plan (or, before one is found, `cutoff_s`); under the timeline step a run is also skipped when its
     bound with the stages' least tails (_tail_floors_s) cannot beat it."""
     front_cap = FRONT_CAPACITY
-    blocks, bounds, chains, tables, timelines, tails = [], [], {}, {}, {}, {}
+    blocks, bounds, chains, tables, timelines, tails, works = [], [], {}, {}, {}, {}, {}
     for config in configs:
         mbs = int(inp.mbs_values[config.vi])
         for tp_idx in width_sets(config.vi):
@@ -493,6 +516,12 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
                 tails[key] = _tail_floors_s(inp, config, chain, _timeline_of(inp, config, chain, group, timelines))
             if run.bound_s(work, tails[key]) >= bound:
                 continue
+            if key not in works:
+                works[key] = _timeline_work(chain, config.recompute, inp.per_layer_recompute, _timeline_of(inp, config, chain, group, timelines))
+            if run.bound_s(works[key], tails[key]) >= bound:
+                continue
+        if least_state_bytes(inp, config, chain, group) * (1.0 - BOUND_RTOL) > run.k_max * inp.hbm_bytes:
+            continue
         fronts, front_cap = kernel_fronts(chain, inp, config, group, run.k_max, bound, front_cap, timelines)
         found = final_round(inp, fronts, group, link, bound)
         if found:

@@ -8,6 +8,7 @@ per-model bounds (a mean of upper bounds bounds the mean from above).
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -89,6 +90,40 @@ LAYER_CACHE_SIGNATURES = 64
 scheduled layers are kept in memory; the bound order visits such siblings one after another."""
 
 
+PLACED_KEPT = 8
+"""Latencies whose placements a ModelEvaluator keeps (ModelEvaluator.placer): a trial asks on a handful."""
+CUTOFF_RTOL = 1e-9
+"""A kept optimum this close to a cut-off (relative) does not answer it: the DP compares its own sum, not the plan's."""
+
+
+def known_placement(answers: dict[float | None, PlacementResult | None], beat: float | None, global_batch: int) -> tuple[bool, PlacementResult | None]:
+    """(True, the answer) when the DP's answers on the same latencies, {beat: result} (None: no cut-off), give the one
+    for `beat`, else (False, None). A DP with a cut-off returns the optimum when a plan beats it and None otherwise,
+    so a kept optimum answers every cut-off it clearly beats or misses, and a cut-off nothing beat answers higher ones."""
+    if beat in answers:
+        return True, answers[beat]
+    cutoff_s = global_batch / beat if beat else np.inf
+    for kept_beat, result in answers.items():
+        if result is not None:
+            if result.time_per_batch_s < cutoff_s * (1.0 - CUTOFF_RTOL):
+                return True, result
+            if result.time_per_batch_s > cutoff_s * (1.0 + CUTOFF_RTOL):
+                return True, None
+        elif kept_beat is None or (beat is not None and beat >= kept_beat):
+            return True, None
+    return False, None
+
+
+def latency_digest(latencies: dict[str, dict[str, np.ndarray]]) -> bytes:
+    """A digest of per-part latency arrays ({part: {field: array}}), equal exactly when every value is."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in sorted(latencies):
+        for field in sorted(latencies[part]):
+            digest.update(f"{part}.{field}".encode())
+            digest.update(np.ascontiguousarray(latencies[part][field], dtype=np.float64).tobytes())
+    return digest.digest()
+
+
 class ModelEvaluator:
     """One model on the points of a space: its workloads, per-point bounds and evaluations.
 
@@ -110,6 +145,8 @@ class ModelEvaluator:
         self.setup = PlacementSetup.of(cfg, self.workloads)
         self._layers: dict[int, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
+        self._placed: dict[tuple, dict[float | None, PlacementResult | None]] = {}
+        """The answers kept on the last latencies placed, by placer arguments and latency_digest, then beat (ModelEvaluator.placer)."""
         self._bounded: dict[tuple, list[tuple[np.ndarray, float]]] = {}
         """Placement bounds found so far, by the cost columns outside MORE_IS_FASTER: (those columns, bound)."""
 
@@ -199,7 +236,27 @@ class ModelEvaluator:
     def placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None = None, beat: float | None = None):
         """latencies -> the best placement on the point (with `beat`: only one of a higher throughput, else None), or the
         model's expert placement (model.expert) with its best microbatch, recompute and layer variant (only the
-        (mbs, recompute) of `run` when given)."""
+        (mbs, recompute) of `run` when given). Answers on the last PLACED_KEPT latencies are kept and answer later
+        questions on the same latencies (known_placement): a point's placement bound, its list-schedule bound and its
+        evaluation ask for the placement on the same latencies one after the other."""
+        place = self._placer(point, fixed, run, beat)
+        key = (tuple(point.iloc[0].tolist()), fixed, run)
+        beat = None if fixed or self.setup.fixed is not None else beat  # a fixed placement does not read it
+
+        def remembered(latencies) -> PlacementResult | None:
+            asked = (key, latency_digest(latencies))
+            answers = self._placed.pop(asked, {})
+            found, result = known_placement(answers, beat, int(self.cfg.train.global_batch))
+            if not found:
+                result = answers[beat] = place(latencies)
+            self._placed[asked] = answers
+            if len(self._placed) > PLACED_KEPT:
+                self._placed.pop(next(iter(self._placed)))
+            return result
+
+        return remembered
+
+    def _placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None, beat: float | None):
         if not fixed:
             return placer(self.cfg, point, self.workloads, self.network, beat, self.setup)
         expert = self.cfg.model.expert
