@@ -81,14 +81,14 @@ def test_kept_placements_answer_as_the_dp_would(setup, tmp_path):
     derived = 0
     for i in np.random.default_rng(1).choice(len(ev), 6, replace=False).tolist():
         point, bounds = ev.point(i), model.lower_bounds.at(i)
-        value = model._placer(point, False, None, None)(bounds).throughput_seq_s
+        value = model.dp_placer(point, False, None, None)(bounds).throughput_seq_s
         for first in (None, 0.5 * value, 1.5 * value):
             model._placed.clear()
             model.placer(point, False, beat=first)(bounds)
             for beat in (None, 0.25 * value, 0.5 * value, 0.999 * value, 1.001 * value, 1.5 * value, 3.0 * value):
                 found, _ = known_placement(next(iter(model._placed.values())), beat, int(cfg.train.global_batch))
                 derived += found
-                kept, fresh = model.placer(point, False, beat=beat)(bounds), model._placer(point, False, None, beat)(bounds)
+                kept, fresh = model.placer(point, False, beat=beat)(bounds), model.dp_placer(point, False, None, beat)(bounds)
                 assert (kept is None) == (fresh is None)
                 if fresh is not None:
                     assert kept.time_per_batch_s == fresh.time_per_batch_s and kept.strategy == fresh.strategy

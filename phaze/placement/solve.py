@@ -23,8 +23,8 @@ The optimum is rebuilt as a plan, re-costed from scratch and checked.
 from __future__ import annotations
 
 import functools
-
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -469,6 +469,27 @@ def _runs(inp: PlacementInput, group_list: list[Group], widths: np.ndarray, link
                     np.concatenate([run.slots for run in runs]) if runs else np.zeros(0), np.cumsum([0] + lengths[:-1]).astype(np.int64))
 
 
+RUN_TABLES_KEPT = 4096
+"""Run tables kept (least recently used dropped): they depend on the batch, the devices, the network and a layer
+variant's shape, not on the latencies, so every placement DP of a search asks for the same few."""
+_run_tables: OrderedDict = OrderedDict()
+
+
+def run_table(inp: PlacementInput, mbs: int, widths: np.ndarray, link: bool | None, ep: int) -> RunTable:
+    """The kernel runs of a layer-variant shape (microbatch, stage widths, p2p link kind, expert parallelism), remembered
+    across calls; the caller must not write to it."""
+    key = (inp.network, int(inp.global_batch), int(inp.devices), inp.num_parts, inp.step_model, mbs, tuple(widths.tolist()), link, ep)
+    table = _run_tables.get(key)
+    if table is None:
+        groups = timeline_groups(inp, mbs, widths, link, ep) if inp.step_model == "timeline" else dp_groups(inp, mbs, widths, ep)
+        table = _run_tables[key] = _runs(inp, groups, widths, link)
+        if len(_run_tables) > RUN_TABLES_KEPT:
+            _run_tables.popitem(last=False)
+    else:
+        _run_tables.move_to_end(key)
+    return table
+
+
 def _in_bound_order(blocks: list, bounds: list[np.ndarray]):
     """(block, index within it, bound) for every entry of `bounds` (one array per block), in increasing bound order
     (ties in the order given)."""
@@ -486,7 +507,7 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
     beats the best plan (or, before one is found, `cutoff_s`); under the timeline step a run is also skipped when its
     bound with the stages' least tails (_tail_floors_s) cannot beat it."""
     front_cap = FRONT_CAPACITY
-    blocks, bounds, chains, tables, timelines, tails, works = [], [], {}, {}, {}, {}, {}
+    blocks, bounds, chains, timelines, tails, works = [], [], {}, {}, {}, {}
     for config in configs:
         mbs = int(inp.mbs_values[config.vi])
         for tp_idx in width_sets(config.vi):
@@ -497,13 +518,10 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
                     chains[key] = (chain, _run_work(chain, config.recompute, inp.per_layer_recompute))
                 chain, work = chains[key]
                 ep = int(inp.ep_values[config.vi])
-                shape = (mbs, tuple(chain.widths.tolist()), link, ep)
-                if shape not in tables:
-                    tables[shape] = _runs(inp, timeline_groups(inp, mbs, chain.widths, link, ep) if inp.step_model == "timeline"
-                                          else dp_groups(inp, mbs, chain.widths, ep), chain.widths, link)
-                if tables[shape].runs:
-                    blocks.append((config, chain, work, link, tables[shape].runs))
-                    bounds.append(tables[shape].bounds_s(work))
+                table = run_table(inp, mbs, chain.widths, link, ep)
+                if table.runs:
+                    blocks.append((config, chain, work, link, table.runs))
+                    bounds.append(table.bounds_s(work))
     for (config, chain, work, link, runs), j, lower in _in_bound_order(blocks, bounds):
         bound = best.time_per_batch_s if best else cutoff_s
         if lower >= bound:
@@ -644,6 +662,19 @@ def interleaved_comm_bound_s(inp: PlacementInput, arrays: SplitArrays, split: Sp
     return (most * (m + (split.pp - 1) / split.vp - 1.0) + max(most, float(tail.max()))) * (1.0 - BOUND_RTOL)
 
 
+def _split_replicas(inp: PlacementInput, splits: list[Split], mbs: int, width: int, ep: int) -> list[tuple[Split, np.ndarray, np.ndarray, int, bool]]:
+    """Per split of stages `width` devices wide: its replica counts d and m (m a multiple of pp, the pipelines within
+    the devices), the least m, and whether a pipeline stays in one node; splits that allow none left out."""
+    replicas = np.array(replica_counts(inp, mbs, np.array([width]), ep), dtype=np.int64).reshape(-1, 3)
+    out = []
+    for split in splits:
+        d, m = replicas[:, 0], replicas[:, 1]
+        keep = (m % split.pp == 0) & (d * split.pp * width <= inp.devices)
+        if keep.any():
+            out.append((split, d[keep], m[keep], int(m[keep].min()), bool(pipeline_in_one_node(split.pp * width, inp.network.node_size))))
+    return out
+
+
 def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Candidate | None,
                  cutoff_s: float = np.inf) -> Candidate | None:
     """Megatron's interleaved 1F1B (vp > 1): one TP width, pp x vp uniform chunks, m a multiple of pp. A split whose
@@ -651,23 +682,20 @@ def _interleaved(inp: PlacementInput, space: Space, configs, available, best: Ca
     get a lower bound (interleaved_bounds_s, the ranks' loads shared by the ZeRO stages) and are costed from scratch
     in increasing bound order, those whose memory cannot fit skipped, until no bound beats the best plan."""
     splits = interleaved_splits(inp, space.vp)
-    groups, bounds, chains, timelines = [], [], {}, {}
+    groups, bounds, chains, timelines, shapes = [], [], {}, {}, {}
     for config in configs:
         mbs, cp, ep = (int(values[config.vi]) for values in (inp.mbs_values, inp.cp_values, inp.ep_values))
         for ti in available(config.vi):
             t = int(inp.tp_values[ti])
-            replicas = np.array(replica_counts(inp, mbs, np.array([t * cp]), ep), dtype=np.int64).reshape(-1, 3)
-            for split in splits:
-                d, m = replicas[:, 0], replicas[:, 1]
-                keep = (m % split.pp == 0) & (d * split.pp * t * cp <= inp.devices)
-                same_node = bool(pipeline_in_one_node(split.pp * t * cp, inp.network.node_size))
+            if (mbs, t, cp, ep) not in shapes:
+                shapes[mbs, t, cp, ep] = _split_replicas(inp, splits, mbs, t * cp, ep)
+            for split, d, m, m_min, same_node in shapes[mbs, t, cp, ep]:
                 key = (config.vi, config.recompute, ti, same_node)
                 if key not in chains:
                     chain = chain_arrays(inp, config.vi, config.recompute, (ti,), same_node)
                     chains[key] = (chain, chain_sums(chain), float(_part_s(chain, config.recompute, inp.per_layer_recompute)[0].sum()), {})
                 chain, sums, total_s, per_split = chains[key]
-                d, m = d[keep], m[keep]
-                if not len(d) or total_s / split.pp * (m.min() + (split.pp - 1) / split.vp) * (1.0 - BOUND_RTOL) >= (best.time_per_batch_s if best else cutoff_s):
+                if total_s / split.pp * (m_min + (split.pp - 1) / split.vp) * (1.0 - BOUND_RTOL) >= (best.time_per_batch_s if best else cutoff_s):
                     continue
                 if (split.pp, split.vp) not in per_split:
                     per_split[split.pp, split.vp] = split_arrays(inp, config.recompute, chain, sums, split)

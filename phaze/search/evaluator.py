@@ -239,7 +239,7 @@ class ModelEvaluator:
         (mbs, recompute) of `run` when given). Answers on the last PLACED_KEPT latencies are kept and answer later
         questions on the same latencies (known_placement): a point's placement bound, its list-schedule bound and its
         evaluation ask for the placement on the same latencies one after the other."""
-        place = self._placer(point, fixed, run, beat)
+        place = self.dp_placer(point, fixed, run, beat)
         key = (tuple(point.iloc[0].tolist()), fixed, run)
         beat = None if fixed or self.setup.fixed is not None else beat  # a fixed placement does not read it
 
@@ -256,7 +256,8 @@ class ModelEvaluator:
 
         return remembered
 
-    def _placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None, beat: float | None):
+    def dp_placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None, beat: float | None):
+        """placer() without the kept answers: every call runs the placement DP (or costs the expert placement)."""
         if not fixed:
             return placer(self.cfg, point, self.workloads, self.network, beat, self.setup)
         expert = self.cfg.model.expert
