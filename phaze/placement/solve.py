@@ -505,7 +505,8 @@ def _in_bound_order(blocks: list, bounds: list[np.ndarray]):
 def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf) -> Candidate | None:
     """Every kernel run of these configurations and width sets, cheapest lower bound first, until no run's bound
     beats the best plan (or, before one is found, `cutoff_s`); under the timeline step a run is also skipped when its
-    bound with the stages' least tails (_tail_floors_s) cannot beat it."""
+    bound with the stages' least tails (_tail_floors_s), or that bound on its flow-shop work (_timeline_work), cannot
+    beat it, and any run whose pipelines cannot hold the least model state (least_state_bytes) is skipped."""
     front_cap = FRONT_CAPACITY
     blocks, bounds, chains, timelines, tails, works = [], [], {}, {}, {}, {}
     for config in configs:
