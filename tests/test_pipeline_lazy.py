@@ -11,7 +11,8 @@ from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import layer_latencies, load_workloads, placer, variant_graph
-from phaze.search.evaluator import SpaceEvaluator, known_placement
+from phaze.placement.kept import Kept
+from phaze.search.evaluator import PLACED_KEPT, SpaceEvaluator, known_placement
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = [pytest.mark.slow, pytest.mark.solver]
@@ -83,10 +84,10 @@ def test_kept_placements_answer_as_the_dp_would(setup, tmp_path):
         point, bounds = ev.point(i), model.lower_bounds.at(i)
         value = model.dp_placer(point, False, None, None)(bounds).throughput_seq_s
         for first in (None, 0.5 * value, 1.5 * value):
-            model._placed.clear()
+            model._placed = Kept(PLACED_KEPT)
             model.placer(point, False, beat=first)(bounds)
             for beat in (None, 0.25 * value, 0.5 * value, 0.999 * value, 1.001 * value, 1.5 * value, 3.0 * value):
-                found, _ = known_placement(next(iter(model._placed.values())), beat, int(cfg.train.global_batch))
+                found, _ = known_placement(model._placed.values()[0], beat, int(cfg.train.global_batch))
                 derived += found
                 kept, fresh = model.placer(point, False, beat=beat)(bounds), model.dp_placer(point, False, None, beat)(bounds)
                 assert (kept is None) == (fresh is None)
@@ -108,6 +109,19 @@ def test_kept_placement_rules():
     assert known_placement({5.0: None}, None, 8) == (False, None)
     assert known_placement({None: None}, 3.0, 8) == (True, None)
     assert known_placement({}, None, 8) == (False, None)
+
+
+def test_kept_drops_the_least_recently_used():
+    """Kept makes a value once, returns it again without making it, and beyond its size drops the one least recently asked for."""
+    made = []
+    kept = Kept(2)
+
+    def make(key):
+        return lambda: made.append(key) or key.upper()
+
+    assert [kept.get(k, make(k)) for k in ("a", "b", "a", "c", "a", "b")] == ["A", "B", "A", "C", "A", "B"]
+    assert made == ["a", "b", "c", "b"]
+    assert kept.values() == ["A", "B"]
 
 
 def test_stopping_at_beat_is_a_true_bound(setup):

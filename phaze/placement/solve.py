@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +32,7 @@ from phaze.placement import dp
 from phaze.placement.check import PlacementCheckError, check_result
 from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
+from phaze.placement.kept import Kept
 from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
 from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, interleaved_chunk_inflight, recompute_mode
 from phaze.placement.result import PlacementResult, result_from_cost
@@ -390,10 +390,16 @@ class RunWork:
     part_floor_s: float
 
 
+def _least_work(widths: np.ndarray, per: np.ndarray) -> RunWork:
+    """RunWork from per-microbatch part times per[measure, width, part], each measure one that every stage's load
+    covers: the largest measure's device-seconds with each part at its cheapest width, and the slowest part at its
+    fastest width of its largest measure."""
+    return RunWork(float((widths[:, None] * per).min(axis=1).sum(axis=1).max()), float(per.max(axis=0).min(axis=0).max()))
+
+
 def _run_work(chain: Chain, recompute: str, per_layer: bool) -> RunWork:
     """RunWork of the chain under the recompute mode."""
-    per = _part_s(chain, recompute, per_layer)
-    return RunWork(float(np.min(chain.widths[:, None] * per, axis=0).sum()), float(np.min(per, axis=0).max()))
+    return _least_work(chain.widths, _part_s(chain, recompute, per_layer)[None])
 
 
 def _timeline_work(chain: Chain, recompute: str, per_layer: bool, tl: np.ndarray) -> RunWork:
@@ -404,8 +410,7 @@ def _timeline_work(chain: Chain, recompute: str, per_layer: bool, tl: np.ndarray
     recomputed = chain.fwd if (recompute == "full" and per_layer) else 0.0
     forward = (tl[dp.TL_GF], chain.fwd + tl[dp.TL_XF])
     backward = (tl[dp.TL_GB], chain.bwd + recomputed + tl[dp.TL_XB], tl[dp.TL_RBM])
-    per = np.array([f + b for f in forward for b in backward])
-    return RunWork(float((chain.widths[:, None] * per).min(axis=1).sum(axis=1).max()), float(per.max(axis=0).min(axis=0).max()))
+    return _least_work(chain.widths, np.array([f + b for f in forward for b in backward]))
 
 
 @dataclass(frozen=True)
@@ -472,22 +477,19 @@ def _runs(inp: PlacementInput, group_list: list[Group], widths: np.ndarray, link
 RUN_TABLES_KEPT = 4096
 """Run tables kept (least recently used dropped): they depend on the batch, the devices, the network and a layer
 variant's shape, not on the latencies, so every placement DP of a search asks for the same few."""
-_run_tables: OrderedDict = OrderedDict()
+_run_tables = Kept(RUN_TABLES_KEPT)
 
 
 def run_table(inp: PlacementInput, mbs: int, widths: np.ndarray, link: bool | None, ep: int) -> RunTable:
     """The kernel runs of a layer-variant shape (microbatch, stage widths, p2p link kind, expert parallelism), remembered
     across calls; the caller must not write to it."""
     key = (inp.network, int(inp.global_batch), int(inp.devices), inp.num_parts, inp.step_model, mbs, tuple(widths.tolist()), link, ep)
-    table = _run_tables.get(key)
-    if table is None:
+
+    def make() -> RunTable:
         groups = timeline_groups(inp, mbs, widths, link, ep) if inp.step_model == "timeline" else dp_groups(inp, mbs, widths, ep)
-        table = _run_tables[key] = _runs(inp, groups, widths, link)
-        if len(_run_tables) > RUN_TABLES_KEPT:
-            _run_tables.popitem(last=False)
-    else:
-        _run_tables.move_to_end(key)
-    return table
+        return _runs(inp, groups, widths, link)
+
+    return _run_tables.get(key, make)
 
 
 def _in_bound_order(blocks: list, bounds: list[np.ndarray]):

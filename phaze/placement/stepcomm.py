@@ -26,12 +26,11 @@ the rest over dp x cp.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 
 from phaze.cost.network import Network
 from phaze.placement.dp import TL_FIELDS, TL_GB, TL_GF, TL_GH, TL_OPT, TL_RBL, TL_RBM, TL_XB, TL_XBL, TL_XF, TL_XH
+from phaze.placement.kept import Kept
 
 CONTENDED = {TL_GF: TL_XF, TL_GH: TL_XH, TL_GB: TL_XB, TL_RBM: TL_XB, TL_RBL: TL_XBL}
 """Each overlapped collective (gathers under the forward, the step's gather, gathers and reductions under the
@@ -52,22 +51,14 @@ def group_within(network: Network, width: int, cp: int, replicas: tuple[int, ...
 TIMELINE_CACHE_ENTRIES = 4096
 """Timeline arrays kept (least recently used dropped): they depend on the model's weights and the plan's data-parallel
 group, not on the layer latencies, so every placement DP of a point, and of the points after it, asks for the same few."""
-_timelines: OrderedDict = OrderedDict()
+_timelines = Kept(TIMELINE_CACHE_ENTRIES)
 
 
 def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, **kw) -> np.ndarray:
     """tl[TL_*, width, part] (`step_arrays`), remembered across calls; the caller must not write to it."""
     key = (prm.shape, prm.tobytes(), np.asarray(widths).tobytes(), network,
            *(v.tobytes() if isinstance(v, np.ndarray) else v for v in (kw[k] for k in sorted(kw))), tuple(sorted(kw)))
-    tl = _timelines.get(key)
-    if tl is None:
-        tl = step_arrays(prm, widths, network, **kw)
-        _timelines[key] = tl
-        if len(_timelines) > TIMELINE_CACHE_ENTRIES:
-            _timelines.popitem(last=False)
-    else:
-        _timelines.move_to_end(key)
-    return tl
+    return _timelines.get(key, lambda: step_arrays(prm, widths, network, **kw))
 
 
 def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,

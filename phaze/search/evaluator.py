@@ -22,6 +22,7 @@ from phaze.hardware.space import describe_points, enumerate_space, point_axes, r
 from phaze.cost.chip import COST_COLUMNS
 from phaze.pipeline import LayerLatencies, PlacementSetup, layer_latencies, load_workloads, placement_inputs, placer, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
+from phaze.placement.kept import Kept
 from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
 from phaze.config_values import recompute_options
 from phaze.plan_space import options
@@ -145,8 +146,8 @@ class ModelEvaluator:
         self.setup = PlacementSetup.of(cfg, self.workloads)
         self._layers: dict[int, LayerLatencies] = {}
         self._top_bound: dict[tuple, float] = {}
-        self._placed: dict[tuple, dict[float | None, PlacementResult | None]] = {}
-        """The answers kept on the last latencies placed, by placer arguments and latency_digest, then beat (ModelEvaluator.placer)."""
+        self._placed = Kept(PLACED_KEPT)
+        """The answers kept on the last latencies placed, {beat: result}, by placer arguments and latency_digest (placer)."""
         self._bounded: dict[tuple, list[tuple[np.ndarray, float]]] = {}
         """Placement bounds found so far, by the cost columns outside MORE_IS_FASTER: (those columns, bound)."""
 
@@ -244,14 +245,10 @@ class ModelEvaluator:
         beat = None if fixed or self.setup.fixed is not None else beat  # a fixed placement does not read it
 
         def remembered(latencies) -> PlacementResult | None:
-            asked = (key, latency_digest(latencies))
-            answers = self._placed.pop(asked, {})
+            answers = self._placed.get((key, latency_digest(latencies)), dict)
             found, result = known_placement(answers, beat, int(self.cfg.train.global_batch))
             if not found:
                 result = answers[beat] = place(latencies)
-            self._placed[asked] = answers
-            if len(self._placed) > PLACED_KEPT:
-                self._placed.pop(next(iter(self._placed)))
             return result
 
         return remembered
