@@ -7,7 +7,10 @@
 from HBM), and records the median. `compare` builds the same operator as a row of the workload tables
 (phaze.workload.graph.OP_COLUMNS, as the extraction writes it) and prices it with phaze.cost.op_latencies on the
 `hw=h100` point, all cores (a GPU runs one kernel over every SM), launch overhead included. The cases are the GEMMs of
-Llama-2-7B and GPT-3 175B layers at tensor-parallel widths 1 to 8 and the vector operators between them.
+Llama-2-7B and GPT-3 175B layers at tensor-parallel widths 1 to 8, the vector operators between them, and the
+mixtures of experts' GEMMs: DeepSeek-V2-Lite's multi-head latent attention projections and the grouped expert GEMMs
+of Mixtral 8x7B and DeepSeek-V2-Lite (one batched matmul over a device's local experts, each on its balanced share of
+the routed tokens, as phaze.workload.experts traces them).
 """
 
 from __future__ import annotations
@@ -29,15 +32,32 @@ TP_WIDTHS = (1, 2, 4, 8)
 VECTOR_TOKENS = (4096, 16384)
 
 
+# (name, tokens, hidden, experts, experts per token, expert FFN width): the MoE layers whose expert GEMMs are timed
+# (conf/model/mixtral_8x7b.yaml, conf/model/deepseek_v2_lite.yaml; 4096 tokens: one sequence).
+MOE_LAYERS = (("mixtral_8x7b", 4096, 4096, 8, 2, 14336), ("deepseek_v2_lite", 4096, 2048, 64, 6, 1408))
+EXPERT_PARALLEL_WIDTHS = (1, 8)
+# DeepSeek-V2-Lite's attention GEMMs (16 heads; query/key 128 + 64 rotary wide, values 128, key/value latent 512).
+MLA_GEMMS = (("q", 2048, 16 * 192), ("kv_down", 2048, 512 + 64), ("kv_up", 512, 16 * 256), ("out", 16 * 128, 2048))
+
+
 def matmul_cases() -> list[dict]:
-    """QKV, output projection, MLP up and down GEMMs of each layer at each TP width: C[m, n] = A[m, k] @ B[k, n]."""
+    """QKV, output projection, MLP up and down GEMMs of each layer at each TP width: C[m, n] = A[m, k] @ B[k, n]; the
+    MLA projections; the grouped expert GEMMs, C[b, m, n] = A[b, m, k] @ B[b, k, n] over the b = E / ep local
+    experts, m = T k ep / E rows each (balanced routing), gate and up projections fused (2f wide) and down."""
     cases = []
     for name, tokens, hidden, ffn in LAYERS:
         up = 2 * ffn if name.startswith("llama") else ffn
         for tp in TP_WIDTHS:
             for gemm, k, n in (("qkv", hidden, 3 * hidden // tp), ("proj", hidden // tp, hidden), ("up", hidden, up // tp),
                                ("down", ffn // tp, hidden)):
-                cases.append({"case": f"{name}_tp{tp}_{gemm}", "op": "mm", "m": tokens, "k": k, "n": n})
+                cases.append({"case": f"{name}_tp{tp}_{gemm}", "op": "mm", "b": 1, "m": tokens, "k": k, "n": n})
+    for gemm, k, n in MLA_GEMMS:
+        cases.append({"case": f"deepseek_v2_lite_mla_{gemm}", "op": "mm", "b": 1, "m": 4096, "k": k, "n": n})
+    for name, tokens, hidden, experts, per_token, ffn in MOE_LAYERS:
+        for ep in EXPERT_PARALLEL_WIDTHS:
+            local, rows = experts // ep, tokens * per_token * ep // experts
+            for gemm, k, n in (("experts_up", hidden, 2 * ffn), ("experts_down", ffn, hidden)):
+                cases.append({"case": f"{name}_ep{ep}_{gemm}", "op": "bmm", "b": local, "m": rows, "k": k, "n": n})
     return cases
 
 
@@ -69,6 +89,10 @@ def measure(out: Path) -> None:
             a = torch.randn(c["m"], c["k"], device=dev, dtype=torch.bfloat16)
             b = torch.randn(c["k"], c["n"], device=dev, dtype=torch.bfloat16)
             run = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
+        elif c["op"] == "bmm":
+            a = torch.randn(c["b"], c["m"], c["k"], device=dev, dtype=torch.bfloat16)
+            b = torch.randn(c["b"], c["k"], c["n"], device=dev, dtype=torch.bfloat16)
+            run = lambda a=a, b=b: torch.bmm(a, b)  # noqa: E731
         else:
             x = torch.randn(c["m"], c["n"], device=dev, dtype=torch.bfloat16)
             y = torch.randn(c["m"], c["n"], device=dev, dtype=torch.bfloat16)
@@ -93,7 +117,7 @@ def measure(out: Path) -> None:
         rows.append({**c, "measured_s": times[len(times) // 2]})
         print(rows[-1], flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    header = ["case", "op", "m", "k", "n", "measured_s"]
+    header = ["case", "op", "b", "m", "k", "n", "measured_s"]
     lines = [",".join(header)] + [",".join(str(r[h]) for h in header) for r in rows]
     (out / "h100_kernels.csv").write_text("\n".join(lines) + "\n")
     props = torch.cuda.get_device_properties(0)
@@ -153,10 +177,15 @@ VECTOR_KINDS = {"add": "elementwise", "mul": "elementwise", "silu": "elementwise
 def op_row(c: dict) -> dict:
     """The case as the extraction would write its operator (OP_COLUMNS; bf16 operands and results)."""
     m, k, n = int(c["m"]), int(c["k"]), int(c["n"])
+    b = int(c.get("b", 1) or 1)
     if c["op"] == "mm":
         return {"name": c["case"], "target": "mm", "kind": "matmul", "out_shape": (m, n), "in_shapes": ((m, k), (k, n)),
                 "numel_out": m * n, "flops": 2.0 * m * k * n, "bytes_read": BF16_BYTES * (m * k + k * n),
                 "bytes_written": BF16_BYTES * m * n, "mm_b": 1, "mm_m": m, "mm_k": k, "mm_n": n}
+    if c["op"] == "bmm":
+        return {"name": c["case"], "target": "bmm", "kind": "matmul", "out_shape": (b, m, n), "in_shapes": ((b, m, k), (b, k, n)),
+                "numel_out": b * m * n, "flops": 2.0 * b * m * k * n, "bytes_read": BF16_BYTES * b * (m * k + k * n),
+                "bytes_written": BF16_BYTES * b * m * n, "mm_b": b, "mm_m": m, "mm_k": k, "mm_n": n}
     two_inputs = c["op"] in ("add", "mul")
     inputs = ((m, n), (m, n)) if two_inputs else ((m, n), (n,), (n,)) if c["op"] == "native_layer_norm" else ((m, n),)
     read = sum(math.prod(s) for s in inputs) * BF16_BYTES
@@ -179,6 +208,8 @@ def compare(measured_csv: Path) -> None:
     from phaze.workload.graph import OP_COLUMNS
 
     measured = pd.read_csv(measured_csv)
+    if "b" not in measured.columns:
+        measured.insert(2, "b", 1)
     rows = pd.DataFrame([op_row(c) for c in measured.to_dict("records")])
     defaults = {"op_id": 0, "param_bytes": 0.0, "saved_bytes": 0.0, "comm_bytes": 0.0, "comm_group": 0, "comm_stride": 0,
                 "comm_context": False, "elem_bytes": BF16_BYTES, "fused": False, "core": False}
@@ -189,10 +220,11 @@ def compare(measured_csv: Path) -> None:
     cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron")
     point = enumerate_space(cfg.hw)
     predicted = op_latencies(rows[list(OP_COLUMNS)], point, network_for(cfg), 1).parallel_s[:, 0]
-    table = measured.assign(kind=rows.kind.to_numpy(), gflop=rows.flops.to_numpy() / 1e9, mb_moved=(rows.bytes_read + rows.bytes_written).to_numpy() / 1e6,
+    kind = np.where(measured.op == "bmm", "matmul (grouped experts)", rows.kind.to_numpy())
+    table = measured.assign(kind=kind, gflop=rows.flops.to_numpy() / 1e9, mb_moved=(rows.bytes_read + rows.bytes_written).to_numpy() / 1e6,
                             measured_us=measured.measured_s * 1e6, predicted_us=predicted * 1e6)
     table["predicted/measured"] = table.predicted_us / table.measured_us
-    table["measured TFLOP/s or GB/s"] = np.where(table.kind == "matmul", table.gflop / table.measured_us * 1e3, table.mb_moved / table.measured_us * 1e3)
+    table["measured TFLOP/s or GB/s"] = np.where(rows.kind.to_numpy() == "matmul", table.gflop / table.measured_us * 1e3, table.mb_moved / table.measured_us * 1e3)
     log_err = np.abs(np.log(table["predicted/measured"]))
     summary = table.assign(abs_log_error=log_err).groupby("kind").agg(
         cases=("case", "size"), median_ratio=("predicted/measured", "median"), mean_abs_log_error=("abs_log_error", "mean"),
@@ -231,7 +263,7 @@ def compare(measured_csv: Path) -> None:
         f"before each); predicted by `{command} compare --measured <csv>`: phaze.cost.op_latencies on the `hw=h100` point, all "
         "cores, launch overhead included. Measurements: [experiments/data/h100_kernels.csv](../data/h100_kernels.csv).", "",
         summary.to_markdown(floatfmt=".3f"), "",
-        table[["case", "kind", "m", "k", "n", "gflop", "mb_moved", "measured_us", "predicted_us", "predicted/measured",
+        table[["case", "kind", "b", "m", "k", "n", "gflop", "mb_moved", "measured_us", "predicted_us", "predicted/measured",
                "measured TFLOP/s or GB/s"]].to_markdown(index=False, floatfmt=".3f"), "",
         *sustained_part,
     ])

@@ -84,8 +84,10 @@ def check_model(m) -> None:
         raise ConfigError(f"model.seq_len={m.seq_len}: allowed values are 1..model.max_position_embeddings={m.max_position_embeddings}")
     for name in ("pp", "dp", "tp"):
         positive_ints(m.expert[name], f"model.expert.{name}")
-    for name in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor"):
+    for name in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor",
+                 "first_dense_layers", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim"):
         _positive(m[name], f"model.{name}", allow_zero=True)
+    _positive(m.moe_layer_freq, "model.moe_layer_freq")
     try:
         check_moe(m)
     except ValueError as err:

@@ -28,7 +28,7 @@ from phaze.schedule import LayerSchedule, heuristic_schedule, lower_bound_s, sch
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
 from phaze.workload.extract import extract_workloads
-from phaze.workload.graph import PARTS, Workload
+from phaze.workload.graph import BLOCK_PARTS, DENSE, Workload
 from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
 from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, with_precision
@@ -90,7 +90,11 @@ class LayerLatencies:
         self.cores = (int(row.n_tc), int(row.n_vc))
         self.chips = unique_chips(point)
         shape = (len(self.variants), len(self.tp_values))
-        self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
+        chain = next(iter(workloads.values())).chain
+        self.parts = tuple(dict.fromkeys(chain))
+        self.uses = {part: chain.count(part) if part in BLOCK_PARTS else 0 for part in self.parts}
+        """How many blocks each block part is (an MoE model's dense blocks: a few, its MoE blocks: most); 0 for pre and post."""
+        self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in self.parts}
         self.unlisted: set[tuple] = set()
         """Entries holding a cheap lower bound: not list-scheduled yet."""
         self.pending: dict[tuple, tuple] = {}
@@ -110,7 +114,7 @@ class LayerLatencies:
             for ti, t in enumerate(self.tp_values):
                 if variant_graph(workloads, variant, t, "layer") is None:
                     continue
-                for part in PARTS:
+                for part in self.parts:
                     graph = variant_graph(workloads, variant, t, part)
                     for direction in DIRECTIONS:
                         key = (vi, ti, part, direction)
@@ -200,7 +204,7 @@ class LayerLatencies:
         """The entries a strategy's time depends on: its layer variant at each of its stages' TP widths."""
         vi = self.variants.index(LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap, strategy.ep))
         widths = strategy.tp_per_stage or (strategy.tp,) * strategy.pp
-        return {(vi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in PARTS for d in DIRECTIONS}
+        return {(vi, self.tp_values.index(int(t)), part, d) for t in set(widths) for part in self.parts for d in DIRECTIONS}
 
     def _needed(self, result, among) -> set[tuple]:
         return self.keys_of(result.strategy) & among if result is not None and result.feasible else set()
@@ -240,9 +244,9 @@ class LayerLatencies:
             self.solve([max(need, key=self._pending_gap)])
 
     def _pending_gap(self, key: tuple) -> tuple:
-        """Solve first the pending entry used most (every layer) whose bound is largest."""
+        """Solve first the pending entry used most (the part of most blocks) whose bound is largest."""
         vi, ti, part, direction = key
-        return (part == "layer", self.values[part][f"{direction}_s"][vi, ti], key)
+        return (self.uses[part], self.values[part][f"{direction}_s"][vi, ti], key)
 
 
 def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network: Network, schedule_cfg, tp_values,
@@ -256,7 +260,7 @@ def part_latencies(workloads: dict[int, Workload], point: pd.DataFrame, network:
 def part_sizes(workloads: dict[int, Workload], tp_values, variants: list[LayerVariant]) -> dict[str, dict[str, np.ndarray]]:
     """Per part, the workload's bytes (SIZE_FIELDS) for every (layer variant, TP width); NaN where not extracted."""
     sizes = {}
-    for part in PARTS:
+    for part in next(iter(workloads.values())).parts:
         sizes[part] = {f: np.full((len(variants), len(tp_values)), np.nan) for f in SIZE_FIELDS}
         for vi, variant in enumerate(variants):
             for ti, t in enumerate(tp_values):
@@ -312,7 +316,8 @@ class PlacementSetup:
 
     variants: list[LayerVariant]
     sizes: dict[str, dict[str, np.ndarray]]
-    num_layers: int
+    chain: tuple[str, ...]
+    """The part at each position of the chain (Workload.chain)."""
     space: Space
     fixed: dict | None
     fp8: bool
@@ -336,13 +341,13 @@ class PlacementSetup:
             weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem)),
             p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
             recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
-            part_names=("pre",) + tuple(f"layer{i}" for i in range(any_w.num_layers)) + ("post",),
+            part_names=("pre",) + tuple(f"{'dense' if part == DENSE else 'layer'}{i}" for i, part in enumerate(any_w.blocks)) + ("post",),
             step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
             overlap_param_gather=bool(cfg.train.overlap_param_gather),
             update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
             overlap_slowdown=float(cfg.hw.overlap_slowdown),
         )
-        return cls(variants, part_sizes(workloads, tp_values, variants), any_w.num_layers, placement_space(cfg), fixed_plan(cfg),
+        return cls(variants, part_sizes(workloads, tp_values, variants), any_w.chain, placement_space(cfg), fixed_plan(cfg),
                    cfg.train.precision == "fp8", fields)
 
 
@@ -355,8 +360,8 @@ def placement_inputs(cfg, point: pd.DataFrame, workloads: dict[int, Workload], n
                   peak_flops_s=chip.peak_matmul_flops * (chip.fp8_matmul_ratio if setup.fp8 else 1.0))
 
     def build(latencies) -> PlacementInput:
-        costs = {part: PartCosts(**latencies[part], **setup.sizes[part]) for part in PARTS}
-        return PlacementInput.from_parts(costs["pre"], costs["layer"], costs["post"], setup.num_layers, **fields)
+        costs = {part: PartCosts(**latencies[part], **setup.sizes[part]) for part in setup.sizes}
+        return PlacementInput.from_chain(costs, setup.chain, **fields)
 
     return build
 
@@ -430,8 +435,9 @@ def tensor_core_shares(cfg, point: pd.DataFrame, workloads: dict[int, Workload],
     time over their tensor- and vector-core operators' time (all cores), forward and backward."""
     variant = LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap, strategy.ep)
     totals: dict[tuple[int, str], tuple[float, float]] = {}
+    chain = next(iter(workloads.values())).chain
     for t in set(strategy.tp_per_stage):
-        for part in PARTS:
+        for part in dict.fromkeys(chain):
             g = variant_graph(workloads, variant, t, part)
             busy = np.zeros(2)
             for graph in (g.fwd, g.bwd):
@@ -439,12 +445,10 @@ def tensor_core_shares(cfg, point: pd.DataFrame, workloads: dict[int, Workload],
                 lat = op_latencies(ops, point, network, t)
                 busy += [lat.parallel_s[lat.unit == unit, 0].sum() for unit in ("tc", "vc")]
             totals[(t, part)] = tuple(busy)
-    num_layers = next(iter(workloads.values())).num_layers
     shares = np.zeros((strategy.pp, 2))
     for c, ((first, last), t) in enumerate(zip(strategy.stage_bounds, strategy.tp_per_stage)):
         for index in range(first, last + 1):
-            part = "pre" if index == 0 else "post" if index == num_layers + 1 else "layer"
-            shares[c % strategy.pp] += totals[(t, part)]
+            shares[c % strategy.pp] += totals[(t, chain[index])]
     return [float(tc / (tc + vc)) if tc + vc > 0 else 0.0 for tc, vc in shares]
 
 

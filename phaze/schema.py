@@ -28,7 +28,7 @@ class ModelCfg:
     """A transformer from its published configuration; `family` picks the Hugging Face class."""
 
     name: str = MISSING
-    family: str = MISSING  # llama | gpt2 | starcoder2 | opt | bert: the Hugging Face model class to build
+    family: str = MISSING  # llama | gpt2 | starcoder2 | opt | bert | mixtral | qwen2_moe | olmoe | deepseek_v2: the Hugging Face class
     num_layers: int = MISSING
     hidden_size: int = MISSING
     num_heads: int = MISSING
@@ -56,12 +56,25 @@ class ModelCfg:
     # The framework fuses elementwise chains (Megatron/Apex/Transformer Engine kernels, torch.compile), so the
     # forward saves only what a min-cut rematerialization partition keeps; false: every eager operator saves its inputs.
     fused_kernels: bool = False
-    # Mixture of experts (families mixtral | qwen2_moe | olmoe; 0 for a dense model): routed experts, experts each
-    # token picks, the FFN width of one expert, shared experts (one shared MLP of num_shared_experts x that width).
+    # Multi-head latent attention (family deepseek_v2; 0 otherwise): the key/value latent's width, the query latent's
+    # (0: a full query projection), the shared rotary key's head width and the value head width; head_dim is then
+    # the width of a head's non-rotary query/key part (DeepSeek's qk_nope_head_dim).
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # Mixture of experts (families mixtral | qwen2_moe | olmoe | deepseek_v2; 0 for a dense model): routed experts, experts
+    # each token picks, the FFN width of one expert, shared experts (one shared MLP of num_shared_experts x that width).
     num_experts: int = 0
     experts_per_token: int = 0
     expert_ffn_hidden_size: int = 0
     num_shared_experts: int = 0
+    # The layer pattern of a mixture of experts (phaze.workload.families.block_parts): the first first_dense_layers
+    # blocks are dense (DeepSeek's first_k_dense_replace; families qwen2_moe | deepseek_v2), and after them one block in
+    # moe_layer_freq is an MoE block (Megatron-Core's --moe-layer-freq; family qwen2_moe), the others dense, with an
+    # MLP of ffn_hidden_size.
+    first_dense_layers: int = 0
+    moe_layer_freq: int = 1
     # The routing assumption (phaze.workload.experts; train.* overrides when set): 0 = dropless, else tokens padded
     # to capacity_factor x an expert's balanced share; moe_imbalance >= 1: the busiest device's share of a dropless layer.
     capacity_factor: float = 0.0

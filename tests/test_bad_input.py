@@ -20,6 +20,9 @@ BASE = [*TINY_MODEL, "hw=tiny_grid"]
 
 MOE = ["model.family=mixtral", "model.num_experts=4", "model.experts_per_token=2", "model.expert_ffn_hidden_size=512"]
 """The base job's model as a mixture of experts."""
+DEEPSEEK = ["model.family=deepseek_v2", "model.num_experts=4", "model.experts_per_token=2", "model.expert_ffn_hidden_size=512",
+            "model.num_shared_experts=1", "model.kv_lora_rank=32", "model.rope_head_dim=8", "model.v_head_dim=64"]
+"""The base job's model as a DeepSeek-V2 (multi-head latent attention, shared experts)."""
 
 CASES = [
     # (overrides, field the message must name, a word the message must list as allowed)
@@ -104,6 +107,15 @@ CASES = [
     (["train.capacity_factor=-1"], "train.capacity_factor", ">= 0"),
     (["train.moe_imbalance=0.5"], "train.moe_imbalance", ">= 1"),
     (["model.num_experts=8"], "model.num_experts", "mixtral"),
+    # layer patterns and multi-head latent attention (issue 13: DeepSeek-V2-Lite)
+    (["model.first_dense_layers=1"], "model.first_dense_layers", "deepseek_v2"),
+    ([*MOE, "model.moe_layer_freq=2"], "model.moe_layer_freq", "qwen2_moe"),
+    (["model.moe_layer_freq=0"], "model.moe_layer_freq", "> 0"),
+    ([*DEEPSEEK, "model.first_dense_layers=2"], "model.first_dense_layers", "0..1"),
+    ([*DEEPSEEK, "model.first_dense_layers=-1"], "model.first_dense_layers", ">= 0"),
+    (["model.kv_lora_rank=64"], "model.kv_lora_rank", "deepseek_v2"),
+    ([*DEEPSEEK, "model.rope_head_dim=7"], "model.rope_head_dim", "even"),
+    ([*DEEPSEEK, "model.v_head_dim=0"], "model.v_head_dim", ">= 1"),
     # HBM as stacks (issue 14)
     (["hw=modern_grid", "hw.hbm_generation=[hbm4]"], "hw.hbm_generation", "hbm2e, hbm3, hbm3e"),
     (["hw=modern_grid", "hw.hbm_stacks=[0,4]"], "hw.hbm_stacks", "positive"),

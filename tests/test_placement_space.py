@@ -40,7 +40,9 @@ def modern_chains(draw, max_parts=4, parts=None):
     tp_comm = 0.02 * (widths[None, :, None] > 1) * mbs[:, None, None] * np.where(overlap, 0.5, 1.0)[:, None, None] * np.ones(shape)
     fwd = base["fwd"] * scale * jitter + tp_comm + 0.03 * (ep[:, None, None] > 1)
     param_bytes = base["prm"] * 10 / widths[None, :, None] * np.ones(shape)
-    expert_share = draw(st.sampled_from([0.0, 0.8]))  # a mixture of experts: most weights are experts, divided by ep
+    # A mixture of experts: most weights of its MoE blocks are experts, divided by ep; its dense blocks (DeepSeek's
+    # first ones) and a dense model have none. Drawn per part, so chains mix dense and MoE blocks.
+    expert_share = draw(arrays(np.float64, (n,), elements=st.sampled_from([0.0, 0.8])))
     param_bytes = param_bytes * ((1 - expert_share) + expert_share / ep[:, None, None])
     saved = base["sav"] * 5 * scale * jitter
     optimizer = draw(st.sampled_from(["sgd", "adam"]))

@@ -166,12 +166,13 @@ def test_unknown_attention_rejected():
         build_parts(cfg, 1, 1)
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_reference_kernel_matches_sdpa(causal):
-    """The operator's CPU implementation (outputs and gradients) against PyTorch's own attention, with GQA."""
+@pytest.mark.parametrize("causal,dv", [(True, 16), (False, 16), (True, 12)])
+def test_reference_kernel_matches_sdpa(causal, dv):
+    """The operator's CPU implementation (outputs and gradients) against PyTorch's own attention, with GQA, and with
+    values narrower than queries and keys (dv = 12 < d = 16: multi-head latent attention's 128 against 192)."""
     b, s, hq, hkv, d, scale = 2, 8, 4, 2, 16, 0.3
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(b, s, n, d, generator=gen, dtype=torch.float64, requires_grad=True) for n in (hq, hkv, hkv))
+    q, k, v = (torch.randn(b, s, n, w, generator=gen, dtype=torch.float64, requires_grad=True) for n, w in ((hq, d), (hkv, d), (hkv, dv)))
     out, lse = flash_attention(q, k, v, scale, causal, 0.0)
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, scale=scale, enable_gqa=True,
@@ -191,8 +192,10 @@ def test_reference_kernel_matches_sdpa(causal):
 def test_operators_pass_opcheck():
     """Schema, fake (meta) implementation, autograd registration and AOT dispatch of both custom ops."""
     gen = torch.Generator().manual_seed(1)
-    q, k, v = (torch.randn(1, 8, n, 16, generator=gen, requires_grad=True) for n in (4, 2, 2))
-    torch.library.opcheck(flash_attention, (q, k, v, 0.25, True, 0.0))
-    out, lse = flash_attention(q, k, v, 0.25, True, 0.0)
-    args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), 0.25, True, 0.0)
-    torch.library.opcheck(flash_attention_backward, args)
+    for dv in (16, 8):
+        q, k, v = (torch.randn(1, 8, n, w, generator=gen, requires_grad=True) for n, w in ((4, 16), (2, 16), (2, dv)))
+        torch.library.opcheck(flash_attention, (q, k, v, 0.25, True, 0.0))
+        out, lse = flash_attention(q, k, v, 0.25, True, 0.0)
+        assert out.shape == (1, 8, 4, dv)
+        args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), 0.25, True, 0.0)
+        torch.library.opcheck(flash_attention_backward, args)

@@ -18,6 +18,7 @@ ranks; the extra fan-out of a narrow stage feeding a wider one is not modelled.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -275,12 +276,16 @@ class PlacementInput:
         return bool(np.all(np.isfinite(self.fwd_s[variant_idx, tp_idx])))
 
     @classmethod
+    def from_chain(cls, costs: dict[str, PartCosts], chain: Sequence[str], **setup) -> "PlacementInput":
+        """The chain of parts `chain` names (one pre-part, the blocks, one post-part; a block part's costs repeat
+        wherever it is named: a model's MoE and dense blocks); `setup` holds the remaining fields."""
+        names = list(dict.fromkeys(chain))
+        index = np.array([names.index(part) for part in chain])
+        arrays = {name: np.stack([costs[part].array(name) for part in names], axis=-1)[..., index]
+                  for name in PART_FIELDS + OPTIONAL_PART_FIELDS}
+        return cls(**arrays, num_pre=1, num_layers=len(chain) - 2, **setup)
+
+    @classmethod
     def from_parts(cls, pre: PartCosts, layer: PartCosts, post: PartCosts, num_layers: int, **setup) -> "PlacementInput":
-        """The chain pre, `num_layers` copies of `layer`, post; `setup` holds the remaining fields."""
-        arrays = {}
-        for name in PART_FIELDS + OPTIONAL_PART_FIELDS:
-            p, l, q = pre.array(name), layer.array(name), post.array(name)
-            arrays[name] = np.concatenate(
-                [p[..., None], np.repeat(l[..., None], num_layers, axis=-1), q[..., None]], axis=-1
-            )
-        return cls(**arrays, num_pre=1, num_layers=num_layers, **setup)
+        """The chain pre, `num_layers` copies of `layer`, post (from_chain with identical blocks)."""
+        return cls.from_chain({"pre": pre, "layer": layer, "post": post}, ("pre", *("layer",) * num_layers, "post"), **setup)

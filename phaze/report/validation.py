@@ -40,7 +40,7 @@ OPTIONAL_COLUMNS = ("activation", "dropout", "tie_word_embeddings", "measured_me
                     "source", "table", "notes", "precision") + MOE_COLUMNS
 """Columns a runs file may have; empty when absent."""
 FAMILY_BASES = {"gpt2": "gpt2", "llama": "llama2", "starcoder2": "llama2", "opt": "opt", "bert": "bertlarge",
-                "mixtral": "mixtral_8x7b", "qwen2_moe": "qwen_moe_a2.7b", "olmoe": "olmoe_1b_7b"}
+                "mixtral": "mixtral_8x7b", "qwen2_moe": "qwen_moe_a2.7b", "olmoe": "olmoe_1b_7b", "deepseek_v2": "deepseek_v2_lite"}
 """model.family -> the conf/model preset whose fields a run overrides."""
 GIB = 2**30
 

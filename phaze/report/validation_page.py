@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 COLUMNS_DOC = """Columns of a runs file (`validate.runs=<path>` takes any file with them): the architecture
-(`family` gpt2 | llama | starcoder2 | mixtral | qwen2_moe | olmoe, `num_layers`, `hidden_size`, `num_heads`,
+(`family` gpt2 | llama | starcoder2 | mixtral | qwen2_moe | olmoe | deepseek_v2, `num_layers`, `hidden_size`, `num_heads`,
 `num_kv_heads`, `ffn_hidden_size`, `vocab_size`, `seq_len`; optional `activation`, `tie_word_embeddings`; for a
 mixture of experts `num_experts`, `experts_per_token`, `expert_ffn_hidden_size`, `num_shared_experts`,
 `capacity_factor` and the expert-parallel width `ep`), the hardware (`hw`, `cluster`

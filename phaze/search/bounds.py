@@ -23,7 +23,7 @@ from phaze.pipeline import LATENCY_FIELDS, core_fwd_s, single_stream_s, tp_value
 from phaze.plan_space import LayerVariant
 from phaze.schedule import lower_bound_batch_s
 from phaze.schedule.streams import StreamOptions
-from phaze.workload.graph import PARTS, Workload
+from phaze.workload.graph import Workload
 
 
 def direction_lower_bounds(graph, points: pd.DataFrame, network: Network, tp: int, inter_op_parallel: bool,
@@ -66,12 +66,13 @@ def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, 
     signatures = points.iloc[first].reset_index(drop=True)
     chips = unique_chips(signatures)
     shape = (len(variants), len(tp_values), len(signatures))
-    out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in PARTS}
+    parts = next(iter(workloads.values())).parts
+    out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in parts}
     done: dict[tuple, tuple] = {}
     for vi, variant in enumerate(variants):
         opts = StreamOptions(tp_async, variant.tp_comm_overlap, overlap_slowdown=overlap_slowdown)
         for ti, t in enumerate(tp_values):
-            for part in PARTS:
+            for part in parts:
                 g = variant_graph(workloads, variant, t, part)
                 if g is None:
                     continue
@@ -92,12 +93,12 @@ def work_bound_throughput(lower_bounds: LowerBounds, workloads: dict[int, Worklo
     D * mbs / W, W the least device-seconds of a microbatch (a stage at width t with cp ranks runs on t x cp devices)."""
     bounds = lower_bounds.values
     tp_values = np.array(tp_values_of(workloads), dtype=np.float64)
-    num_layers = next(iter(workloads.values())).num_layers
-    count = {"pre": 1, "layer": num_layers, "post": 1}
+    chain = next(iter(workloads.values())).chain
+    count = {part: chain.count(part) for part in dict.fromkeys(chain)}
     best = None
     for vi, variant in enumerate(variants):
         work = 0.0
-        for part in PARTS:
+        for part in count:
             device_s = variant.cp * tp_values[:, None] * (bounds[part]["fwd_s"][vi] + bounds[part]["bwd_s"][vi])  # [T, P]
             work = work + count[part] * np.nanmin(device_s, axis=0)
         bound = devices * variant.mbs / work

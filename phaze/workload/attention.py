@@ -4,7 +4,8 @@
 implementations for `meta` tracing), registered with Hugging Face's attention registry, so the
 traced graphs hold one fused node per direction, as a FlashAttention training run launches one
 kernel. Its inputs and outputs are FlashAttention's: q, k, v in [b, s, heads, d] (K/V with fewer
-heads under GQA, never repeated), out [b, s, heads, d] and the log-sum-exp lse [b, heads, s] in fp32,
+heads under GQA, never repeated; V's head width d_v may differ from Q's and K's, as in DeepSeek's
+multi-head latent attention), out [b, s, heads, d_v] and the log-sum-exp lse [b, heads, s] in fp32,
 the only tensors saved for backward (Dao et al. 2022, arXiv 2205.14135; Dao 2023, FlashAttention-2,
 arXiv 2307.08691, Algorithms 1 and 2). `kernel_steps` says which matmuls and vector passes
 the kernel executes on those shapes, so the operator tables can cost it with the existing kinds.
@@ -46,9 +47,9 @@ LSE_DTYPE = torch.float32
 
 
 def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or k.shape[1] % q.shape[1]:
-        raise ValueError(f"flash attention expects q [b, s, h, d] and k, v [b, s_kv, h_kv, d] (s_kv a multiple of s); "
-                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.dim() != 4 or k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or k.shape[1] % q.shape[1]:
+        raise ValueError(f"flash attention expects q [b, s, h, d], k [b, s_kv, h_kv, d] and v [b, s_kv, h_kv, d_v] (s_kv a multiple "
+                         f"of s); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if q.shape[2] % k.shape[2]:
         raise ValueError(f"query heads ({q.shape[2]}) must be a multiple of key/value heads ({k.shape[2]})")
 
@@ -87,7 +88,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
 def _flash_attention_fake(q, k, v, scale, causal, dropout_p):
     _check_layout(q, k, v)
     b, s, h, _ = q.shape
-    return torch.empty_like(q), q.new_empty(b, h, s, dtype=LSE_DTYPE)
+    return q.new_empty(b, s, h, v.shape[3]), q.new_empty(b, h, s, dtype=LSE_DTYPE)
 
 
 @torch.library.custom_op("phaze::flash_attention_backward", mutates_args=())
@@ -98,7 +99,7 @@ def flash_attention_backward(
     """(dq, dk, dv) from the recomputed P = exp(S - lse): FlashAttention-2's backward (arXiv 2307.08691 Alg. 2)."""
     _check_layout(q, k, v)
     qh, kh, scores, group = _reference_probs(q, k, scale, causal, dropout_p)
-    b, s_kv, h_kv, d = k.shape
+    b, s_kv, h_kv, _ = k.shape
     probs = torch.exp(scores - _accumulate(lse)[..., None])
     vh = _accumulate(v.transpose(1, 2)).repeat_interleave(group, dim=1)
     do = _accumulate(grad_out.transpose(1, 2))
@@ -110,7 +111,7 @@ def flash_attention_backward(
     dk = ds.transpose(-1, -2) @ qh
 
     def per_kv_head(x):
-        return x.view(b, h_kv, group, s_kv, d).sum(2).transpose(1, 2).to(k.dtype).contiguous()
+        return x.view(b, h_kv, group, s_kv, x.shape[-1]).sum(2).transpose(1, 2).to(k.dtype).contiguous()
 
     return dq.transpose(1, 2).to(q.dtype).contiguous(), per_kv_head(dk), per_kv_head(dv)
 
@@ -224,9 +225,9 @@ class KernelStep:
         return math.prod(self.out_shape)
 
 
-def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool, kv_len: int | None = None) -> list[KernelStep]:
+def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool, kv_len: int | None = None, v_dim: int | None = None) -> list[KernelStep]:
     """The matmuls and vector passes of one FlashAttention kernel on q of shape [b, s, heads, d] against
-    `kv_len` keys (default s), in order.
+    `kv_len` keys (default s) and values of head width `v_dim` (default d), in order.
 
     Every query head does its own matmuls (GQA shares K/V tiles, not work), so the batch is b * heads.
     Causal: the key length seen per query row is kv_len * CAUSAL_WORK_FRACTION (n of S = QK^T, k of PV, ...);
@@ -239,6 +240,7 @@ def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool, kv_len: 
     b, s, h, d = q_shape
     bh = b * h
     kv_len = s if kv_len is None else kv_len
+    dv = d if v_dim is None else v_dim
     keys = math.ceil(kv_len * CAUSAL_WORK_FRACTION) if causal else kv_len
     scores = (bh, s, keys)
 
@@ -247,11 +249,11 @@ def kernel_steps(forward: bool, q_shape: tuple[int, ...], causal: bool, kv_len: 
 
     recompute = [mm("s", s, d, keys), KernelStep("p", "softmax", "_softmax", (scores,), scores)]
     if forward:
-        return [*recompute, mm("o", s, keys, d)]
+        return [*recompute, mm("o", s, keys, dv)]
     return [
         *recompute,
-        mm("dv", s, keys, d),  # P^T [keys x queries] @ dO [queries x d]: the query length is the reduction
-        mm("dp", s, d, keys),
+        mm("dv", s, keys, dv),  # P^T [keys x queries] @ dO [queries x d_v]: the query length is the reduction
+        mm("dp", s, dv, keys),
         KernelStep("ds", "elementwise", "_softmax_backward_data", (scores, scores), scores),
         mm("dq", s, keys, d),
         mm("dk", s, keys, d),  # dS^T [keys x queries] @ Q [queries x d]

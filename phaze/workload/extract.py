@@ -24,8 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from phaze.atomic_file import write_atomic
 from phaze.workload.experts import expert_param_bytes
-from phaze.workload.families import build_parts, count_params, valid_ep
-from phaze.workload.graph import PARTS, Shard, Workload
+from phaze.workload.families import block_parts, build_parts, count_params, valid_ep
+from phaze.workload.graph import DENSE, Shard, Workload
 from phaze.workload.trace import part_graph
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,12 @@ ARCH_FIELDS = (
     "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
     "attention", "activation", "dropout", "fused_kernels",
     "num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "moe_imbalance",
+    "first_dense_layers", "moe_layer_freq", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim",
 )
 """The model fields that change the extracted graphs (name, source and expert placement do not)."""
 
-EXPERT_FREE_PARTS = ("pre", "post")
-"""Parts that expert parallelism leaves unchanged (the experts live in the blocks): a shard with ep > 1 shares
+EXPERT_FREE_PARTS = ("pre", "post", DENSE)
+"""Parts that expert parallelism leaves unchanged (the experts live in the MoE blocks): a shard with ep > 1 shares
 them with its ep = 1 shard (the same objects, traced once; shards are traced in increasing ep)."""
 
 DTYPES = {2: torch.bfloat16, 4: torch.float32}
@@ -102,8 +103,9 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
         without_experts = graphs.get(replace(shard, ep=1), {})
         graphs[shard] = {p: without_experts[p] if p in EXPERT_FREE_PARTS and p in without_experts else
                          part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False)),
-                                    expert_param_bytes(parts[p].module)) for p in PARTS}
+                                    expert_param_bytes(parts[p].module)) for p in parts}
     params, active = count_params(model_cfg)
+    blocks = block_parts(model_cfg)
     return Workload(
         model_name=model_cfg.name,
         num_layers=model_cfg.num_layers,
@@ -113,6 +115,7 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
         params=params,
         graphs=graphs,
         active_params=active,
+        block_parts=blocks if DENSE in blocks else (),
     )
 
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from phaze.workload.attention import CONTEXT_PARALLEL_ATTR, HF_EAGER_NAME, HF_NAME, check_attention, register_with_transformers
 from phaze.workload.experts import HF_EXPERTS_NAME, Routing, check_routing, register_experts, shard_experts
-from phaze.workload.graph import Shard
+from phaze.workload.graph import DENSE, Shard
 from phaze.workload.tensor_parallel import (
     TPPlan,
     shard_block,
@@ -61,6 +61,8 @@ class Family:
     tp_plan: TPPlan
     make_parts: Callable  # (model, cfg, mbs, shard, dtype) -> dict[str, PartSpec]
     blocks: Callable  # model -> nn.ModuleList of transformer blocks
+    dense_tp_plan: TPPlan | None = None
+    """Where the dense blocks of a mixture of experts with a dense/MoE layer pattern are split (None: no dense blocks)."""
 
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "relu2", "silu")
@@ -75,9 +77,10 @@ def _activation(cfg, key: str) -> dict:
     return {key: name} if name else {}
 
 
-HEAD_DIM_FAMILIES = ("llama", "starcoder2", "mixtral", "qwen2_moe", "olmoe")
-"""Families whose attention takes its head width from the config (Hugging Face's `head_dim`), so that heads x head
-width may differ from the hidden size (PaLM, Gemma, MaxText's 2023 models); the others use hidden size / heads."""
+HEAD_DIM_FAMILIES = ("llama", "starcoder2", "mixtral", "qwen2_moe", "olmoe", "deepseek_v2")
+"""Families whose attention takes its head width from the config (Hugging Face's `head_dim`; DeepSeek-V2's
+`qk_nope_head_dim`), so that heads x head width may differ from the hidden size (PaLM, Gemma, MaxText's 2023 models,
+DeepSeek-V2's 128 heads of 128 on a hidden size of 5120); the others use hidden size / heads."""
 
 
 def _head_dim(cfg) -> dict:
@@ -128,30 +131,33 @@ def _llama_config(cfg, num_layers: int):
 
 
 def _llama_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
-    """Llama-style parts (also Starcoder2): token embedding, rotary positions computed once for the blocks,
-    final norm and LM head; an embedding dropout when the config has one."""
+    """Llama-style parts (also Starcoder2 and DeepSeek-V2): token embedding, rotary positions computed once for the
+    blocks ((cos, sin), or DeepSeek's one complex tensor), final norm and LM head; an embedding dropout when the
+    config has one."""
     t = shard.tp
     local, block_in = _lengths(cfg, shard)
     inner = model.model
     inner.embed_tokens = shard_vocab_embedding(inner.embed_tokens, t)
     model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
     positions = torch.arange(local, device="meta")[None]
-    cos, sin = inner.rotary_emb(_hidden(cfg, mbs, local, dtype), positions)
+    rotary = inner.rotary_emb(_hidden(cfg, mbs, local, dtype), positions)
+    rotary = tuple(rotary) if isinstance(rotary, (tuple, list)) else (rotary,)
     embed_dropout = float(getattr(model.config, "embedding_dropout", 0.0))
 
     def pre(m, ids):
         x = _scattered(m["embed"](ids), shard)
         return torch.nn.functional.dropout(x, p=embed_dropout, training=True) if embed_dropout else x
 
-    def layer(m, x, cos_, sin_, mask):
-        return m["block"](x, attention_mask=mask, position_embeddings=(cos_, sin_))
+    def layer(m, x, *rotary_and_mask):
+        *rotary_, mask = rotary_and_mask
+        return m["block"](x, attention_mask=mask, position_embeddings=tuple(rotary_) if len(rotary_) > 1 else rotary_[0])
 
     def post(m, x, labels):
         return vocab_parallel_cross_entropy(m["head"](m["norm"](x)), labels, t)
 
     return {
         "pre": PartSpec(Part({"embed": inner.embed_tokens}, pre), (_ids(mbs, local),), None),
-        "layer": PartSpec(Part({"block": inner.layers[0]}, layer), (_hidden(cfg, mbs, block_in, dtype), cos, sin, _causal_mask(mbs, local, dtype)), 0),
+        "layer": PartSpec(Part({"block": inner.layers[0]}, layer), (_hidden(cfg, mbs, block_in, dtype), *rotary, _causal_mask(mbs, local, dtype)), 0),
         "post": PartSpec(Part({"norm": inner.norm, "head": model.lm_head}, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
     }
 
@@ -199,7 +205,8 @@ def _qwen2_moe_config(cfg, num_layers: int):
     return Qwen2MoeConfig(
         intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, num_experts=cfg.num_experts,
         shared_expert_intermediate_size=cfg.num_shared_experts * cfg.expert_ffn_hidden_size, decoder_sparse_step=1,
-        mlp_only_layers=[], norm_topk_prob=False, **_moe_common(cfg, num_layers),
+        mlp_only_layers=[i for i, part in enumerate(block_parts(cfg)[:num_layers]) if part == DENSE], norm_topk_prob=False,
+        **_moe_common(cfg, num_layers),
     )
 
 
@@ -210,15 +217,80 @@ def _olmoe_config(cfg, num_layers: int):
     return OlmoeConfig(intermediate_size=cfg.expert_ffn_hidden_size, num_experts=cfg.num_experts, **_moe_common(cfg, num_layers))
 
 
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "olmoe")
-SHARED_EXPERT_FAMILIES = ("qwen2_moe",)
+def _deepseek_v2_config(cfg, num_layers: int):
+    """DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434 §2): multi-head latent attention (keys and values from a
+    kv_lora_rank-wide latent, a shared rope_head_dim-wide rotary key; queries from a q_lora_rank latent when set,
+    else a full projection) and DeepSeekMoE blocks (fine-grained routed experts plus num_shared_experts shared
+    ones, softmax top-k without group limit) after model.first_dense_layers dense blocks."""
+    from transformers import DeepseekV2Config
+
+    return DeepseekV2Config(
+        intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, n_routed_experts=cfg.num_experts,
+        n_shared_experts=cfg.num_shared_experts, first_k_dense_replace=int(cfg.get("first_dense_layers", 0) or 0),
+        kv_lora_rank=cfg.kv_lora_rank, q_lora_rank=int(cfg.q_lora_rank) or None, qk_rope_head_dim=cfg.rope_head_dim,
+        qk_nope_head_dim=cfg.head_dim or cfg.hidden_size // cfg.num_heads, v_head_dim=cfg.v_head_dim, topk_method="greedy",
+        n_group=1, topk_group=1, norm_topk_prob=False, **{k: v for k, v in _moe_common(cfg, num_layers).items() if k != "head_dim"},
+    )
+
+
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "deepseek_v2")
+SHARED_EXPERT_FAMILIES = ("qwen2_moe", "deepseek_v2")
 """Families whose MoE block has a shared-expert MLP beside the routed experts."""
+FIRST_DENSE_FAMILIES = ("qwen2_moe", "deepseek_v2")
+"""Families whose Hugging Face class can make the first blocks dense (model.first_dense_layers: DeepSeek's
+first_k_dense_replace, Qwen2-MoE's mlp_only_layers)."""
+LAYER_FREQ_FAMILIES = ("qwen2_moe",)
+"""Families whose class can interleave dense and MoE blocks (model.moe_layer_freq, through Qwen2-MoE's mlp_only_layers)."""
+MLA_FAMILIES = ("deepseek_v2",)
+MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim")
+"""Multi-head latent attention's widths (families MLA_FAMILIES; q_lora_rank 0: queries from a full projection)."""
+
+
+def block_parts(cfg) -> tuple[str, ...]:
+    """The part of each block: DENSE for the first model.first_dense_layers blocks and, after them, for every block
+    but the first of each model.moe_layer_freq (Megatron-Core's --moe-layer-freq: one MoE block in N); "layer"
+    (the MoE block; every block of a dense model) for the others."""
+    first = int(cfg.get("first_dense_layers", 0) or 0)
+    freq = int(cfg.get("moe_layer_freq", 1) or 1)
+    return tuple(DENSE if i < first or (i - first) % freq else "layer" for i in range(int(cfg.num_layers)))
+
+
+def _check_layer_pattern(cfg) -> None:
+    first = int(cfg.get("first_dense_layers", 0) or 0)
+    freq = int(cfg.get("moe_layer_freq", 1) or 1)
+    if first < 0 or (first and cfg.family not in FIRST_DENSE_FAMILIES):
+        raise ValueError(f"model.first_dense_layers={first}: allowed values are 0"
+                         + (f"..{cfg.num_layers - 1} (at least one MoE block)" if cfg.family in FIRST_DENSE_FAMILIES else
+                            f" for family {cfg.family!r} (leading dense blocks need one of {list(FIRST_DENSE_FAMILIES)})"))
+    if first >= cfg.num_layers:
+        raise ValueError(f"model.first_dense_layers={first}: allowed values are 0..{cfg.num_layers - 1} (at least one MoE block)")
+    if freq < 1 or (freq > 1 and cfg.family not in LAYER_FREQ_FAMILIES):
+        raise ValueError(f"model.moe_layer_freq={freq}: allowed values are "
+                         + ("integers >= 1" if cfg.family in LAYER_FREQ_FAMILIES else
+                            f"1 for family {cfg.family!r} (interleaved dense blocks need one of {list(LAYER_FREQ_FAMILIES)})"))
+
+
+def _check_mla(cfg) -> None:
+    values = {name: int(cfg.get(name, 0) or 0) for name in MLA_FIELDS}
+    if cfg.family not in MLA_FAMILIES:
+        if any(values.values()):
+            raise ValueError(f"model.{next(n for n, v in values.items() if v)}: multi-head latent attention needs model.family in "
+                             f"{list(MLA_FAMILIES)}, not {cfg.family!r}; allowed value 0")
+        return
+    for name, value in values.items():
+        if value < (0 if name == "q_lora_rank" else 1):
+            raise ValueError(f"model.{name}={value} must be >= {0 if name == 'q_lora_rank' else 1} for family {cfg.family!r}")
+    if values["rope_head_dim"] % 2:
+        raise ValueError(f"model.rope_head_dim={values['rope_head_dim']} must be even (rotary pairs)")
 
 
 def check_moe(cfg) -> None:
-    """The mixture-of-experts fields of `cfg`, checked against its family (ValueError naming the field)."""
+    """The mixture-of-experts fields of `cfg` (and multi-head latent attention's), checked against its family
+    (ValueError naming the field)."""
     e, k, f, shared = (int(cfg.get(n, 0) or 0) for n in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts"))
     check_routing(float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
+    _check_mla(cfg)
+    _check_layer_pattern(cfg)
     if cfg.family not in MOE_FAMILIES:
         if e or k or shared:
             raise ValueError(f"model.num_experts={e}, model.experts_per_token={k}, model.num_shared_experts={shared}: "
@@ -377,17 +449,28 @@ def _transformers_class(name: str):
     return getattr(transformers, name)
 
 
-def _moe_family(name: str, build_config, class_name: str, shared_expert: str = "") -> Family:
-    """A Llama-style mixture of experts: attention split as Llama's, the MoE block's input copied to the TP group
-    and its output reduced, its experts sharded (phaze.workload.experts); a shared-expert MLP column- and
-    row-split with one reduction for both."""
+LLAMA_ATTENTION_COLUMNS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+MLA_COLUMNS = ("self_attn.q_proj", "self_attn.q_b_proj", "self_attn.kv_b_proj")
+"""Multi-head latent attention split by heads (Megatron-Core's MLA): the up-projections of the query latent (or the
+full query projection, whichever the model has) and of the key/value latent; the down-projections to the latents
+(q_a_proj, kv_a_proj_with_mqa) are replicated on every TP rank."""
+
+
+def _moe_family(name: str, build_config, class_name: str, shared_expert: str = "", attention_columns=LLAMA_ATTENTION_COLUMNS,
+                dense_blocks: bool = False) -> Family:
+    """A Llama-style mixture of experts: attention columns split by heads and its output projection by rows, the MoE
+    block's input copied to the TP group and its output reduced, its experts sharded (phaze.workload.experts); a
+    shared-expert MLP column- and row-split with one reduction for both. `dense_blocks`: the class also builds
+    dense blocks (model.first_dense_layers, model.moe_layer_freq), whose SwiGLU MLP is split as Llama's."""
     shared_columns = (f"{shared_expert}.gate_proj", f"{shared_expert}.up_proj") if shared_expert else ()
+    dense = TPPlan(column=(*attention_columns, "mlp.gate_proj", "mlp.up_proj"), row=("self_attn.o_proj", "mlp.down_proj"),
+                   copy_to=("self_attn", "mlp"), attention="self_attn")
     return Family(
         name, build_config, lambda: _transformers_class(class_name),
-        TPPlan(column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", *shared_columns), row=("self_attn.o_proj",),
+        TPPlan(column=(*attention_columns, *shared_columns), row=("self_attn.o_proj",),
                partial_row=(f"{shared_expert}.down_proj",) if shared_expert else (), copy_to=("self_attn", "mlp"),
                attention="self_attn", reduce_out=("mlp",), experts="mlp.experts"),
-        _llama_parts, lambda m: m.model.layers,
+        _llama_parts, lambda m: m.model.layers, dense if dense_blocks else None,
     )
 
 
@@ -409,7 +492,9 @@ FAMILIES: dict[str, Family] = {
         _llama_parts, lambda m: m.model.layers,
     ),
     "mixtral": _moe_family("mixtral", _mixtral_config, "MixtralForCausalLM"),
-    "qwen2_moe": _moe_family("qwen2_moe", _qwen2_moe_config, "Qwen2MoeForCausalLM", shared_expert="mlp.shared_expert"),
+    "qwen2_moe": _moe_family("qwen2_moe", _qwen2_moe_config, "Qwen2MoeForCausalLM", shared_expert="mlp.shared_expert", dense_blocks=True),
+    "deepseek_v2": _moe_family("deepseek_v2", _deepseek_v2_config, "DeepseekV2ForCausalLM", shared_expert="mlp.shared_experts",
+                               attention_columns=MLA_COLUMNS, dense_blocks=True),
     # OLMoE normalises queries and keys over all heads at once (QK-norm over the full projection), which a
     # TP split of the heads would change: conf/model/olmoe_1b_7b.yaml sets max_tp 1 (OLMoE trains without TP).
     "olmoe": _moe_family("olmoe", _olmoe_config, "OlmoeForCausalLM"),
@@ -477,16 +562,26 @@ def count_params(cfg) -> tuple[int, int]:
     expert_path = FAMILIES[cfg.family].tp_plan.experts
     if not expert_path:
         return total, total
-    routed = sum(p.numel() for block in FAMILIES[cfg.family].blocks(model) for p in block.get_submodule(expert_path).parameters())
+    routed = sum(p.numel() for block, part in zip(FAMILIES[cfg.family].blocks(model), block_parts(cfg)) if part != DENSE
+                 for p in block.get_submodule(expert_path).parameters())
     idle = (cfg.num_experts - cfg.experts_per_token) / cfg.num_experts
     return total, int(round(total - idle * routed))
 
 
-def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 0, sp: bool = False, cp: int = 1,
+def _shard_one_block(block: nn.Module, plan: TPPlan, t: int, sp: bool, cp: int) -> None:
+    """One block as a device of a t-wide TP group (sequence-parallel with `sp`) with 1/cp of the sequence holds it."""
+    shard_block(block, plan, t, sp)
+    if cp > 1:
+        setattr(block.get_submodule(plan.attention), CONTEXT_PARALLEL_ATTR, (cp, t))
+
+
+def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int | None = None, sp: bool = False, cp: int = 1,
                 ep: int = 1) -> dict[str, PartSpec]:
     """Pre / layer / post parts of the model sharded for one device of a t-wide TP group (sequence-parallel
     with `sp`) holding 1/cp of the sequence (context parallelism: cp > 1 needs model.attention=flash) and,
-    in a mixture of experts, 1/ep of the experts (phaze.workload.experts)."""
+    in a mixture of experts, 1/ep of the experts (phaze.workload.experts); plus a DENSE part, the first dense
+    block run as the layer part runs, when the layer pattern has dense blocks (block_parts). The layer part is
+    block `layer_index` (default: the first MoE block; tests trace two and compare)."""
     family = family_of(cfg)
     shard = Shard(t, sp, cp, ep).canonical()
     if ep > 1 and not family.tp_plan.experts:
@@ -495,14 +590,20 @@ def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int = 
         raise ValueError(f"model.seq_len={cfg.seq_len} does not split into {shard.seq_split} pieces (cp x tp under sequence parallelism)")
     if cp > 1 and cfg.attention != "flash":
         raise ValueError("context parallelism needs model.attention=flash (Megatron-Core runs it on fused attention)")
-    model = build_model(cfg, max(2, layer_index + 1), dtype)
+    kinds = block_parts(cfg)
+    main = kinds.index("layer") if layer_index is None else layer_index
+    dense = kinds.index(DENSE) if DENSE in kinds else None
+    model = build_model(cfg, max(2, main + 1, (dense or 0) + 1), dtype)
     blocks = family.blocks(model)
-    if layer_index:
-        blocks[0] = blocks[layer_index]
-    shard_block(blocks[0], family.tp_plan, t, shard.sp)
+    dense_block = blocks[dense] if dense is not None else None
+    blocks[0] = blocks[main]
+    _shard_one_block(blocks[0], family.tp_plan, t, shard.sp, cp)
     if family.tp_plan.experts:
         routing = Routing(ep, t, t * cp, float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
         shard_experts(blocks[0].get_submodule(family.tp_plan.experts), ep, t, routing)
-    if cp > 1:
-        setattr(blocks[0].get_submodule(family.tp_plan.attention), CONTEXT_PARALLEL_ATTR, (cp, t))
-    return family.make_parts(model, cfg, mbs, shard, dtype)
+    parts = family.make_parts(model, cfg, mbs, shard, dtype)
+    if dense_block is not None:
+        _shard_one_block(dense_block, family.dense_tp_plan, t, shard.sp, cp)
+        layer = parts["layer"]
+        parts[DENSE] = PartSpec(Part({"block": dense_block}, layer.module.run), layer.inputs, layer.grad_input)
+    return parts

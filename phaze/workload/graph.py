@@ -16,6 +16,11 @@ SEQ_DIM = 1
 
 PARTS = ("pre", "layer", "post")
 """pre: embeddings; layer: the repeated transformer block; post: final norm, LM head and loss."""
+DENSE = "dense"
+"""The dense blocks of a mixture of experts whose layer pattern has some (DeepSeek's leading dense layers): a part
+of their own, traced once beside the MoE block ("layer")."""
+BLOCK_PARTS = ("layer", DENSE)
+"""Parts that are transformer blocks (what pipeline stages split, recompute and run in FP8)."""
 
 KINDS = ("matmul", "elementwise", "reduction", "softmax", "norm", "embedding", "loss", "collective", "view")
 """Operator kinds. matmul runs on tensor cores, collective on the network, view costs nothing,
@@ -168,13 +173,30 @@ class Workload:
     params: int
     """Unique parameters of the whole model as built (tied weights counted once)."""
     graphs: dict[Shard, dict[str, LayerGraph]] = field(default_factory=dict)
-    """Shard (tp, sp, cp, ep; canonical) -> part ("pre", "layer", "post") -> graph."""
+    """Shard (tp, sp, cp, ep; canonical) -> part ("pre", "layer", "post" and, with dense blocks, DENSE) -> graph."""
     active_params: int = 0
     """Parameters one token passes through (a mixture of experts: its k routed experts; else all of them)."""
+    block_parts: tuple[str, ...] = ()
+    """The part of each of the num_layers blocks in chain order ("layer" or DENSE); empty: every block is "layer"."""
 
     @property
     def tp_widths(self) -> list[int]:
         return sorted({s.tp for s in self.graphs})
+
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        """The part of each block in chain order."""
+        return self.block_parts or ("layer",) * self.num_layers
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The distinct parts of the chain: pre, the block parts, post."""
+        return ("pre", *dict.fromkeys(self.blocks), "post")
+
+    @property
+    def chain(self) -> tuple[str, ...]:
+        """The part at each position of the chain: pre, one per block, post."""
+        return ("pre", *self.blocks, "post")
 
     def has(self, tp: int, sp: bool = False, cp: int = 1, ep: int = 1) -> bool:
         return Shard(tp, sp, cp, ep).canonical() in self.graphs
@@ -188,5 +210,5 @@ class Workload:
         extracted, else from the first shard (the total does not depend on how it is cut)."""
         shard = Shard(tp) if tp is not None and Shard(tp) in self.graphs else next(iter(self.graphs))
         g = self.graphs[shard]
-        per_mb = g["pre"].matmul_flops() + self.num_layers * g["layer"].matmul_flops() + g["post"].matmul_flops()
+        per_mb = sum(g[part].matmul_flops() for part in self.chain)
         return per_mb * shard.tp * shard.cp / self.mbs

@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from phaze.workload.graph import LayerGraph, OpGraph, Workload
+from phaze.workload.graph import BLOCK_PARTS, LayerGraph, OpGraph, Workload
 
 PRECISIONS = ("bf16", "fp8")
 """`train.precision`: bf16 everywhere (with the training dtype's bytes), or FP8 linear-layer GEMMs."""
@@ -28,7 +28,7 @@ FP8_BYTES_PER_ELEM = 1
 LINEAR_GEMM_TARGETS = ("mm", "addmm")
 """The aten GEMMs of nn.Linear / Conv1D layers (the attention core is `bmm` or a fused kernel)."""
 
-FP8_PARTS = ("layer",)
+FP8_PARTS = BLOCK_PARTS
 """The parts whose linear layers are Transformer Engine modules: the transformer blocks."""
 
 FP8_WEIGHT_CACHE_BYTES_PER_PARAM = 2.0

@@ -126,7 +126,8 @@ class TPPlan:
     """Where one family's block is split: dotted module paths relative to the block."""
 
     column: tuple[str, ...]
-    """Linears whose output features are split (QKV, FC1 / gate / up)."""
+    """Linears whose output features are split (QKV, FC1 / gate / up); one the block sets to None is absent by
+    its configuration and skipped (DeepSeek's q_proj when queries come from a latent, q_b_proj when not)."""
     row: tuple[str, ...]
     """Linears whose input features are split and whose output is all-reduced (out-proj, FC2 / down)."""
     copy_to: tuple[str, ...]
@@ -187,7 +188,9 @@ def shard_block(block: nn.Module, plan: TPPlan, t: int, sp: bool = False) -> Non
     if t == 1:
         return
     for path in plan.column:
-        set_submodule(block, path, _split_linear(block.get_submodule(path), t, "out"))
+        parent, _, name = path.rpartition(".")
+        if getattr(block.get_submodule(parent) if parent else block, name) is not None:
+            set_submodule(block, path, _split_linear(block.get_submodule(path), t, "out"))
     reduce = (lambda x: scatter_sequence(x, t)) if sp else (lambda x: reduce_from_tp(x, t))
     for path in plan.row + plan.partial_row:
         new = _split_linear(block.get_submodule(path), t, "in")

@@ -118,7 +118,8 @@ def _kernel_rows(node: fx.Node, name: str, bytes_: dict) -> list[dict]:
     its writes (and saved bytes) on the last; the steps between keep S and P on chip (0 bytes)."""
     args = dict(zip((a.name for a in node.target._schema.arguments), node.args))
     q = args["q"].meta["val"]
-    steps = kernel_steps(name == FLASH_FORWARD, tuple(q.shape), bool(args["causal"]), int(args["k"].meta["val"].shape[1]))
+    steps = kernel_steps(name == FLASH_FORWARD, tuple(q.shape), bool(args["causal"]), int(args["k"].meta["val"].shape[1]),
+                         int(args["v"].meta["val"].shape[3]))
     rows = [
         _row(f"{node.name}.{st.step}", st.target, st.kind, st.out_shape, st.in_shapes, st.dims, st.numel, q.element_size(), fused=True)
         for st in steps
