@@ -24,7 +24,8 @@ from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.placement.solve import Space
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
-from phaze.schedule import LayerSchedule, heuristic_schedule, lower_bound_s, schedule_layer
+from phaze.schedule import LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, prepare_layer, schedule_layer
+from phaze.schedule.layer import uses_modes
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
 from phaze.workload.extract import extract_workloads
@@ -71,7 +72,8 @@ class LayerLatencies:
     shard was not extracted). Each entry goes through up to three states, each value a lower bound on
     the next: `unlisted` (a cheap critical-path / work bound, from `lower_bounds` when the search
     already has them), `pending` (the list schedule is more than schedule.mip_gap above the
-    schedule's lower bound: the entry holds that bound until the ILP runs), and scheduled (the list
+    schedule's lower bound: the entry holds that bound until the ILP runs, or the mode search's once it has
+    run: `prepared`), and scheduled (the list
     schedule where it meets the bound within the gap, else the ILP's makespan), exactly as
     schedule_layer would return it. Without inter-operator parallelism (a GPU's single stream) the
     layer takes the stream timeline of phaze.schedule.streams (the plain sum when nothing overlaps).
@@ -104,6 +106,11 @@ class LayerLatencies:
         self._twins: dict[tuple, list[tuple]] = {}
         """Each entry's twins: the entries of the same graph, width and direction (sequence parallelism at TP
         width 1, the pre- and post-layers of every expert-parallel width), scheduled once for all of them."""
+        self.prepared: dict[tuple, Prepared] = {}
+        """Pending entries whose schedule ran up to its MILP (their values raised to the bound the mode search proves),
+        with what the MILP starts from."""
+        self.prepares = inter_op_parallel and uses_modes(schedule_cfg)
+        """Whether `best` runs a pending entry's mode search, and places again, before its MILP (schedule.mode_search)."""
         self.solve_s = 0.0
         self.n_solved = 0
         self.milps: list[LayerSchedule] = []
@@ -180,13 +187,35 @@ class LayerLatencies:
             if key not in self.pending:  # solved meanwhile as another entry's twin
                 continue
             start = time.perf_counter()
-            sched = schedule_layer(*self.pending[key], *self.cores, self.schedule_cfg)
+            sched = schedule_layer(*self.pending[key], *self.cores, self.schedule_cfg, prepared=self.prepared.get(key))
             self.solve_s += time.perf_counter() - start
-            self.n_solved += 1
-            self.milps.append(sched)
-            for vi, ti, part, direction in self._twins[key]:
-                if self.pending.pop((vi, ti, part, direction), None) is not None:
-                    self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
+            self._resolve(key, sched)
+
+    def prepare(self, key: tuple) -> None:
+        """Run a pending entry's schedule up to its MILP (prepare_layer): resolved where that proves it, else its value
+        (and its twins') raised to the lower bound the mode search proves, the MILP's start kept for solve."""
+        start = time.perf_counter()
+        outcome = prepare_layer(*self.pending[key], *self.cores, self.schedule_cfg)
+        self.solve_s += time.perf_counter() - start
+        if isinstance(outcome, LayerSchedule):
+            self._resolve(key, outcome)
+            return
+        for twin in self._twins[key]:
+            if twin in self.pending:
+                vi, ti, part, direction = twin
+                field = f"{direction}_s"
+                self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], outcome.lower_s)
+                self.prepared[twin] = outcome
+
+    def _resolve(self, key: tuple, sched: LayerSchedule) -> None:
+        """A pending entry and its twins scheduled: `sched` past the list schedule (the MILP's, or the cache's)."""
+        self.n_solved += 1
+        self.milps.append(sched)
+        for twin in self._twins[key]:
+            if self.pending.pop(twin, None) is not None:
+                self.prepared.pop(twin, None)
+                vi, ti, part, direction = twin
+                self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
 
     def all_keys(self) -> list[tuple]:
         return sorted(self.unlisted | self.pending.keys())
@@ -226,8 +255,9 @@ class LayerLatencies:
         DP, a fixed plan, or the best of several). Unscheduled entries hold lower bounds, so
         place() on the current values bounds the fully scheduled optimum from above; once the
         placement it returns depends only on scheduled entries, it is that optimum (exact=True).
-        Otherwise its entries are list-scheduled, then solved one ILP at a time, and place() runs
-        again: usually a handful of layers, not all of them. With `beat`, it stops as soon as that
+        Otherwise its entries are list-scheduled, then solved one ILP at a time (with schedule.mode_search, each
+        first run up to its ILP: the mode search's bound alone may settle the placement, or it proves the layer), and
+        place() runs again: usually a handful of layers, not all of them. With `beat`, it stops as soon as that
         upper bound is at most `beat` (exact=False: the point cannot beat it).
         """
         while True:
@@ -241,7 +271,11 @@ class LayerLatencies:
             need = self._needed(result, self.pending.keys())
             if not need:
                 return result, True
-            self.solve([max(need, key=self._pending_gap)])
+            key = max(need, key=self._pending_gap)
+            if self.prepares and key not in self.prepared:
+                self.prepare(key)
+            else:
+                self.solve([key])
 
     def _pending_gap(self, key: tuple) -> tuple:
         """Solve first the pending entry used most (the part of most blocks) whose bound is largest."""

@@ -30,8 +30,12 @@ def setup(tmp_path_factory):
     return cfg, load_workloads(cfg), Network.from_cfg(cfg.cluster), [points.iloc[[int(i)]].reset_index(drop=True) for i in pick]
 
 
-def test_on_demand_equals_every_layer_scheduled(setup):
+@pytest.mark.parametrize("mode_search", [False, True])
+def test_on_demand_equals_every_layer_scheduled(setup, mode_search):
+    """With the mode search, best() runs a pending layer up to its MILP and places again before solving it."""
     cfg, workloads, network, points = setup
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={cfg.cache_dir}", "schedule.cache=false",
+                         f"schedule.mode_search={str(mode_search).lower()}")
     solved_on_demand = solved_all = 0
     for point in points:
         place = placer(cfg, point, workloads, network)

@@ -11,7 +11,7 @@ from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import schedule_settings
-from phaze.schedule import schedule_layer
+from phaze.schedule import LayerSchedule, Prepared, prepare_layer, schedule_layer
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.checker import check_times
 from phaze.schedule.heuristic import best_list_schedule
@@ -123,6 +123,25 @@ def test_a_backward_layer_closes_with_the_tensor_modes_fixed_in_the_milp(workloa
     found = schedule_layer(*args, cfg=ScheduleCfg(mode_search=True, cache=False))
     assert found.status == "optimal" and found.backend in ("gurobi", "highs") and found.mip_gap <= 0.01
     check_times(problem, found.start_s, found.parallel, found.makespan_s)
+
+
+@pytest.mark.solver
+def test_a_prepared_layer_is_scheduled_as_from_scratch(workload_cache):
+    """prepare_layer stops before the MILP: its bound lies between the closed-form bound and the schedule's makespan
+    (above the closed form: the mode search proved more), and schedule_layer from it returns the very schedule it
+    finds from scratch; a layer the mode search closes comes back scheduled, as schedule_layer returns it."""
+    cfg = ScheduleCfg(mode_search=True, cache=False)
+    args = llama2_backward_layer(workload_cache, n_tc=64, tc_rows=64, tc_cols=16, n_vc=2048, vc_width=16, glb_mib=8, hbm_gib=32)
+    prepared = prepare_layer(*args, cfg)
+    assert isinstance(prepared, Prepared)
+    fresh = schedule_layer(*args, cfg=cfg)
+    again = schedule_layer(*args, cfg=cfg, prepared=prepared)
+    assert problem_lower_bound_s(prepared.problem) < prepared.lower_s <= fresh.makespan_s
+    assert again.makespan_s == fresh.makespan_s and again.status == fresh.status and again.bound_s == fresh.bound_s
+    assert np.array_equal(again.start_s, fresh.start_s) and np.array_equal(again.parallel, fresh.parallel)
+    closing = llama2_backward_layer(workload_cache, n_tc=8, tc_rows=32, tc_cols=128, n_vc=16, vc_width=128, glb_mib=128, hbm_gib=64)
+    done = prepare_layer(*closing, cfg)
+    assert isinstance(done, LayerSchedule) and done.makespan_s == schedule_layer(*closing, cfg=cfg).makespan_s
 
 
 def test_the_training_preset_decides_a_null_mode_search():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,10 +50,22 @@ def heuristic_for(problem: LayerProblem) -> LayerSchedule:
     return _from_list(problem, upper, lower, status, "heuristic", t0)
 
 
-def solve_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule:
-    """Optimal schedule within cfg.mip_gap, or the best one the MILP finds within cfg.time_limit_s and
-    cfg.work_limit; the mode search runs when the list schedule and the lower bound are further apart than the
-    gap, the MILP when it leaves them so."""
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A layer's schedule up to its MILP: the best list (or mode-search) schedule, the lower bound proven so far (a
+    valid bound on the optimal makespan: what a search may prune with before any MILP), the modes the mode search
+    fixed, and the seconds it took."""
+
+    problem: LayerProblem
+    best: ListSchedule
+    lower_s: float
+    modes: FixedModes | None
+    solve_s: float
+
+
+def prepare_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule | Prepared:
+    """The schedule when the list schedule, then the mode search, meet the lower bound within cfg.mip_gap (the mode
+    search runs only where the list schedule leaves the gap), else what the MILP starts from."""
     t0 = time.perf_counter()
     lower = problem_lower_bound_s(problem)
     best = best_list_schedule(problem)
@@ -63,7 +76,17 @@ def solve_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule:
         best, lower, modes = mode_search(problem, cfg.mip_gap, best, lower)
         if _gap(best.makespan_s, lower) <= cfg.mip_gap:
             return _from_list(problem, best, lower, "optimal", "heuristic", t0)
-    return milp_schedule(problem, cfg, best, lower, t0, modes)
+    return Prepared(problem, best, lower, modes, time.perf_counter() - t0)
+
+
+def solve_problem(problem: LayerProblem, cfg: ScheduleCfg, prepared: Prepared | None = None) -> LayerSchedule:
+    """Optimal schedule within cfg.mip_gap, or the best one the MILP finds within cfg.time_limit_s and
+    cfg.work_limit; the mode search runs when the list schedule and the lower bound are further apart than the
+    gap, the MILP when it leaves them so. `prepared`: prepare_problem's answer for this problem, not computed again."""
+    start = prepared or prepare_problem(problem, cfg)
+    if isinstance(start, LayerSchedule):
+        return start
+    return milp_schedule(problem, cfg, start.best, start.lower_s, time.perf_counter() - start.solve_s, start.modes)
 
 
 def uses_modes(cfg: ScheduleCfg) -> bool:
@@ -136,24 +159,55 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
     return _from_list(problem, best, lower, status, backend, t0, fallback)
 
 
-def schedule_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: ScheduleCfg | None = None) -> LayerSchedule:
-    """Start time and mode of every operator of a view-free layer graph, minimising the makespan.
-
-    The result is checked (precedence and capacity at every instant) before it is returned or cached.
-    """
+def _settings(cfg: ScheduleCfg | None) -> ScheduleCfg:
     cfg = cfg if cfg is not None else ScheduleCfg()
     if cfg.backend not in BACKEND_CHOICES:
         raise ValueError(f"schedule.backend={cfg.backend!r}; allowed: {BACKEND_CHOICES}")
-    problem = LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)
+    return cfg
+
+
+def _cached(problem: LayerProblem, cfg: ScheduleCfg) -> tuple[LayerSchedule | None, object, str]:
+    """(the cached schedule or None, the cache, its key) for this problem under cfg."""
     store = cache_for(cfg.cache_dir) if cfg.cache else None
-    key = problem_key(problem, cfg.mip_gap, uses_modes(cfg)) if store else ""
-    if store:
-        hit = store.load(key, cfg.time_limit_s, cfg.work_limit)
-        if hit is not None:
-            check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
-            return hit
-    schedule = solve_problem(problem, cfg)
+    if store is None:
+        return None, None, ""
+    key = problem_key(problem, cfg.mip_gap, uses_modes(cfg))
+    hit = store.load(key, cfg.time_limit_s, cfg.work_limit)
+    if hit is not None:
+        check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
+    return hit, store, key
+
+
+def _checked(problem: LayerProblem, schedule: LayerSchedule, cfg: ScheduleCfg, store, key: str) -> LayerSchedule:
     check_times(problem, schedule.start_s, schedule.parallel, schedule.makespan_s)
-    if store:
+    if store is not None:
         store.save(key, schedule, cfg.time_limit_s, cfg.work_limit)
     return schedule
+
+
+def prepare_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: ScheduleCfg | None = None) -> LayerSchedule | Prepared:
+    """schedule_layer up to its MILP: the schedule when the cache holds it or the list schedule or the mode search
+    proves it (checked and cached as schedule_layer would), else a Prepared whose lower_s bounds the makespan, to be
+    passed back to schedule_layer."""
+    cfg = _settings(cfg)
+    problem = LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)
+    hit, store, key = _cached(problem, cfg)
+    if hit is not None:
+        return hit
+    start = prepare_problem(problem, cfg)
+    return _checked(problem, start, cfg, store, key) if isinstance(start, LayerSchedule) else start
+
+
+def schedule_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: ScheduleCfg | None = None,
+                   prepared: Prepared | None = None) -> LayerSchedule:
+    """Start time and mode of every operator of a view-free layer graph, minimising the makespan (from prepare_layer's
+    `prepared` where given: the same schedule, without its list schedules and mode search again).
+
+    The result is checked (precedence and capacity at every instant) before it is returned or cached.
+    """
+    cfg = _settings(cfg)
+    problem = prepared.problem if prepared is not None else LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)
+    hit, store, key = _cached(problem, cfg)
+    if hit is not None:
+        return hit
+    return _checked(problem, solve_problem(problem, cfg, prepared), cfg, store, key)
