@@ -92,9 +92,9 @@ class LayerLatencies:
         self.cores = (int(row.n_tc), int(row.n_vc))
         self.chips = unique_chips(point)
         shape = (len(self.variants), len(self.tp_values))
-        chain = next(iter(workloads.values())).chain
-        self.parts = tuple(dict.fromkeys(chain))
-        self.uses = {part: chain.count(part) if part in BLOCK_PARTS else 0 for part in self.parts}
+        counts = next(iter(workloads.values())).part_counts
+        self.parts = tuple(counts)
+        self.uses = {part: n if part in BLOCK_PARTS else 0 for part, n in counts.items()}
         """How many blocks each block part is (an MoE model's dense blocks: a few, its MoE blocks: most); 0 for pre and post."""
         self.values = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in self.parts}
         self.unlisted: set[tuple] = set()
@@ -469,9 +469,10 @@ def tensor_core_shares(cfg, point: pd.DataFrame, workloads: dict[int, Workload],
     time over their tensor- and vector-core operators' time (all cores), forward and backward."""
     variant = LayerVariant(strategy.mbs, strategy.sp, strategy.cp, strategy.tp_comm_overlap, strategy.ep)
     totals: dict[tuple[int, str], tuple[float, float]] = {}
-    chain = next(iter(workloads.values())).chain
+    workload = next(iter(workloads.values()))
+    chain = workload.chain
     for t in set(strategy.tp_per_stage):
-        for part in dict.fromkeys(chain):
+        for part in workload.parts:
             g = variant_graph(workloads, variant, t, part)
             busy = np.zeros(2)
             for graph in (g.fwd, g.bwd):

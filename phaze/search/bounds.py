@@ -93,8 +93,7 @@ def work_bound_throughput(lower_bounds: LowerBounds, workloads: dict[int, Worklo
     D * mbs / W, W the least device-seconds of a microbatch (a stage at width t with cp ranks runs on t x cp devices)."""
     bounds = lower_bounds.values
     tp_values = np.array(tp_values_of(workloads), dtype=np.float64)
-    chain = next(iter(workloads.values())).chain
-    count = {part: chain.count(part) for part in dict.fromkeys(chain)}
+    count = next(iter(workloads.values())).part_counts
     best = None
     for vi, variant in enumerate(variants):
         work = 0.0

@@ -226,7 +226,7 @@ def _deepseek_v2_config(cfg, num_layers: int):
 
     return DeepseekV2Config(
         intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, n_routed_experts=cfg.num_experts,
-        n_shared_experts=cfg.num_shared_experts, first_k_dense_replace=int(cfg.get("first_dense_layers", 0) or 0),
+        n_shared_experts=cfg.num_shared_experts, first_k_dense_replace=_layer_pattern(cfg)[0],
         kv_lora_rank=cfg.kv_lora_rank, q_lora_rank=int(cfg.q_lora_rank) or None, qk_rope_head_dim=cfg.rope_head_dim,
         qk_nope_head_dim=cfg.head_dim or cfg.hidden_size // cfg.num_heads, v_head_dim=cfg.v_head_dim, topk_method="greedy",
         n_group=1, topk_group=1, norm_topk_prob=False, **{k: v for k, v in _moe_common(cfg, num_layers).items() if k != "head_dim"},
@@ -246,18 +246,21 @@ MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim")
 """Multi-head latent attention's widths (families MLA_FAMILIES; q_lora_rank 0: queries from a full projection)."""
 
 
+def _layer_pattern(cfg) -> tuple[int, int]:
+    """(model.first_dense_layers, model.moe_layer_freq), their defaults where a config leaves them out."""
+    return int(cfg.get("first_dense_layers", 0) or 0), int(cfg.get("moe_layer_freq", 1) or 1)
+
+
 def block_parts(cfg) -> tuple[str, ...]:
     """The part of each block: DENSE for the first model.first_dense_layers blocks and, after them, for every block
     but the first of each model.moe_layer_freq (Megatron-Core's --moe-layer-freq: one MoE block in N); "layer"
     (the MoE block; every block of a dense model) for the others."""
-    first = int(cfg.get("first_dense_layers", 0) or 0)
-    freq = int(cfg.get("moe_layer_freq", 1) or 1)
+    first, freq = _layer_pattern(cfg)
     return tuple(DENSE if i < first or (i - first) % freq else "layer" for i in range(int(cfg.num_layers)))
 
 
 def _check_layer_pattern(cfg) -> None:
-    first = int(cfg.get("first_dense_layers", 0) or 0)
-    freq = int(cfg.get("moe_layer_freq", 1) or 1)
+    first, freq = _layer_pattern(cfg)
     if first < 0 or (first and cfg.family not in FIRST_DENSE_FAMILIES):
         raise ValueError(f"model.first_dense_layers={first}: allowed values are 0"
                          + (f"..{cfg.num_layers - 1} (at least one MoE block)" if cfg.family in FIRST_DENSE_FAMILIES else

@@ -5,6 +5,7 @@ Every downstream stage (cost, schedule, placement) reads only these dataclasses 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -191,7 +192,12 @@ class Workload:
     @property
     def parts(self) -> tuple[str, ...]:
         """The distinct parts of the chain: pre, the block parts, post."""
-        return ("pre", *dict.fromkeys(self.blocks), "post")
+        return tuple(self.part_counts)
+
+    @property
+    def part_counts(self) -> dict[str, int]:
+        """How many times each part appears in the chain, in chain order (pre 1, each block part its blocks, post 1)."""
+        return dict(Counter(self.chain))
 
     @property
     def chain(self) -> tuple[str, ...]:
