@@ -49,7 +49,8 @@ def gemm_frame(b, m, n, k) -> pd.DataFrame:
 
 
 def predicted_flops_s(preset: str, ops: pd.DataFrame, *overrides: str) -> np.ndarray:
-    points = enumerate_space(compose_config(f"hw={preset}", *overrides).hw)
+    """FLOP/s of each op as one kernel alone (no power-limited slowdown: the measurements time kernels alone)."""
+    points = enumerate_space(compose_config(f"hw={preset}", "hw.matmul_sustained_slowdown=1", *overrides).hw)
     return ops.flops.to_numpy() / op_latencies(ops, points, NET, tp=1).parallel_s[:, 0]
 
 

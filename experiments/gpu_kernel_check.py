@@ -194,6 +194,10 @@ def op_row(c: dict) -> dict:
             "mm_b": 0, "mm_m": 0, "mm_k": 0, "mm_n": 0}
 
 
+ALONE = "hw.matmul_sustained_slowdown=1"
+"""The kernels are timed one at a time, each after an L2 clear: away from the power limit a training step holds the GPU at."""
+
+
 def compare(measured_csv: Path) -> None:
     """Predicted / measured per case and by kind, written to experiments/results/gpu_kernel_check.md."""
     import numpy as np
@@ -217,9 +221,12 @@ def compare(measured_csv: Path) -> None:
         if col not in rows.columns:
             rows[col] = defaults[col]
     rows["op_id"] = np.arange(len(rows))
-    cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron")
-    point = enumerate_space(cfg.hw)
-    predicted = op_latencies(rows[list(OP_COLUMNS)], point, network_for(cfg), 1).parallel_s[:, 0]
+    def predict(*overrides: str) -> np.ndarray:
+        cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron", *overrides)
+        return op_latencies(rows[list(OP_COLUMNS)], enumerate_space(cfg.hw), network_for(cfg), 1).parallel_s[:, 0]
+
+    predicted = predict(ALONE)
+    predicted_in_step = predict()
     kind = np.where(measured.op == "bmm", "matmul (grouped experts)", rows.kind.to_numpy())
     table = measured.assign(kind=kind, gflop=rows.flops.to_numpy() / 1e9, mb_moved=(rows.bytes_read + rows.bytes_written).to_numpy() / 1e6,
                             measured_us=measured.measured_s * 1e6, predicted_us=predicted * 1e6)
@@ -236,9 +243,12 @@ def compare(measured_csv: Path) -> None:
     sustained_part = []
     if held.exists():
         runs = pd.read_csv(held).set_index("case")
-        runs = runs.assign(predicted_s=table.set_index("case").predicted_us.reindex(runs.index) * 1e-6)
+        in_step = pd.Series(predicted_in_step, index=table.case)
+        runs = runs.assign(predicted_s=table.set_index("case").predicted_us.reindex(runs.index) * 1e-6,
+                           predicted_in_step_s=in_step.reindex(runs.index))
         runs["sustained/single"] = runs.sustained_s / runs.single_s
         runs["predicted/sustained"] = runs.predicted_s / runs.sustained_s
+        runs["in-step predicted/sustained"] = runs.predicted_in_step_s / runs.sustained_s
         runs[["m", "k", "n"]] = runs[["m", "k", "n"]].astype(str)
         clocks = held.parent / "h100_sustained_smi.csv"
         clock_note = ""
@@ -255,7 +265,11 @@ def compare(measured_csv: Path) -> None:
             f"`{command} sustained`: each GEMM once after an L2 clear (median of {REPEATS}) and then back to back for "
             f"{SUSTAINED_S:.0f} s, as a training step's GEMMs follow each other ([h100_sustained.csv](../data/h100_sustained.csv))."
             + clock_note, "",
-            runs[["m", "k", "n", "single_s", "sustained_s", "predicted_s", "sustained/single", "predicted/sustained"]].to_markdown(floatfmt=".3g"), "",
+            runs[["m", "k", "n", "single_s", "sustained_s", "predicted_s", "sustained/single", "predicted/sustained",
+                  "predicted_in_step_s", "in-step predicted/sustained"]].to_markdown(floatfmt=".3g"), "",
+            f"`predicted_s` is one kernel alone (`{ALONE}`, as in the table above); `predicted_in_step_s` the preset as a "
+            "training step uses it, its tensor-core steps slowed by `hw.matmul_sustained_slowdown` (conf/hw/h100.yaml: the "
+            "median of the four `sustained/single` ratios here).", "",
         ]
     page = "\n".join([
         "# H100 kernels against the `hw=h100` preset", "",

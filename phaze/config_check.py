@@ -114,6 +114,9 @@ def check_hw(hw) -> None:
     _fraction(hw.memory_efficiency, "hw.memory_efficiency")
     if hw.fp8_matmul_ratio != 0 and not hw.fp8_matmul_ratio >= 1:
         raise ConfigError(f"hw.fp8_matmul_ratio={hw.fp8_matmul_ratio}: allowed values are 0 (no FP8) or >= 1 (the FP8 peak over the bf16 peak)")
+    if not (math.isfinite(hw.matmul_sustained_slowdown) and hw.matmul_sustained_slowdown >= 1):
+        raise ConfigError(f"hw.matmul_sustained_slowdown={hw.matmul_sustained_slowdown}: allowed values are finite numbers >= 1 "
+                          "(how many times longer GEMMs take back to back than alone; 1: no power-limited slowdown)")
     if not 0 <= hw.area_min_fraction <= 1:
         raise ConfigError(f"hw.area_min_fraction={hw.area_min_fraction}: allowed values are in [0, 1]")
     for name in ("area_budget_mm2", "power_budget_w"):

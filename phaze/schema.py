@@ -208,6 +208,9 @@ class HwCfg:
     matmul_tile_fill_k: int = 0
     # The tensor cores' FP8 GEMM peak over their bf16 peak: 0 = no FP8 (train.precision=fp8 needs >= 1).
     fp8_matmul_ratio: float = 0.0
+    # How many times longer the tensor cores' steps take when GEMMs run back to back for seconds (a training step)
+    # than in one kernel alone: the power limit lowers the clock. >= 1; 1: no power-limited slowdown (PHAZE).
+    matmul_sustained_slowdown: float = 1.0
     # How much longer compute takes while a collective runs beside it on the chip (the collective's kernels hold
     # cores and memory bandwidth): 0.189 = 18.9% longer. 0: collectives cost the compute nothing (PHAZE; a chip
     # whose links have their own DMA engines).

@@ -16,6 +16,7 @@ from tests.cost_cases import matmul_op, ops_frame
 
 NET = Network(devices=8, node_size=8, intra_bytes_s=1e11, inter_bytes_s=1e11)
 XLA_H100 = Path(__file__).resolve().parents[1] / "experiments" / "data" / "xla_h100_bf16_matmul.csv"
+H100_SUSTAINED = XLA_H100.parent / "h100_sustained.csv"
 
 MAMF = {
     "a100": ((1024, 10240, 5120), 271.2e12),
@@ -24,9 +25,12 @@ MAMF = {
 """Bekman, "Machine Learning Engineering", compute/accelerator/README.md, MAMF table v2: the best bf16 rate
 measured by the MAMF finder and the (m, n, k) it was found at, A100 SXM and H100 SXM."""
 
+ALONE = "hw.matmul_sustained_slowdown=1"
+"""The measurements below time one kernel at a time, away from the power limit a training step holds the GPU at."""
+
 
 def gemm_s(preset: str, b: int, m: int, n: int, k: int, *overrides: str) -> float:
-    points = enumerate_space(compose_cfg(f"hw={preset}", *overrides).hw)
+    points = enumerate_space(compose_cfg(f"hw={preset}", ALONE, *overrides).hw)
     return float(op_latencies(ops_frame([matmul_op(b, m, k, n)]), points, NET, tp=1).parallel_s[0, 0])
 
 
@@ -55,7 +59,7 @@ def test_fewer_tiles_than_sms_split_the_reduction():
 
 def test_large_gemms_match_openxla_h100_measurements():
     table = pd.read_csv(XLA_H100)
-    points = enumerate_space(compose_cfg("hw=h100").hw)
+    points = enumerate_space(compose_cfg("hw=h100", ALONE).hw)
     ops = ops_frame([matmul_op(int(r.b), int(r.m), int(r.k), int(r.n)) for r in table.itertuples()])
     flops = 2.0 * table.b * table.m * table.n * table.k
     predicted = flops / op_latencies(ops, points, NET, tp=1).parallel_s[:, 0]
@@ -63,3 +67,17 @@ def test_large_gemms_match_openxla_h100_measurements():
     assert len(ratio) >= 50
     assert np.median(ratio) == pytest.approx(1.0, abs=0.05)
     assert ratio.max() < 1.15
+
+
+def test_gemms_back_to_back_step_at_the_power_limited_rate():
+    # hw=h100 takes matmul_sustained_slowdown = 1.18 (the median of four GEMMs timed back to back against alone):
+    # a compute-bound GEMM's array steps take 1.18 times as long; its launch and fixed time do not, and a GEMM
+    # bound by HBM (a matrix-vector product) keeps its time.
+    hw = compose_cfg("hw=h100").hw
+    runs = pd.read_csv(H100_SUSTAINED)
+    assert round(float(np.median(runs.sustained_s / runs.single_s)), 2) == hw.matmul_sustained_slowdown == 1.18
+    fixed_s = hw.op_overhead_s + hw.matmul_fixed_s
+    (m, n, k), _ = MAMF["h100"]
+    alone, sustained = gemm_s("h100", 1, m, n, k), gemm_s("h100", 1, m, n, k, "hw.matmul_sustained_slowdown=1.18")
+    assert sustained - fixed_s == pytest.approx(1.18 * (alone - fixed_s), rel=1e-12)
+    assert gemm_s("h100", 1, 8192, 1, 8192, "hw.matmul_sustained_slowdown=1.18") == pytest.approx(gemm_s("h100", 1, 8192, 1, 8192), rel=1e-12)

@@ -12,8 +12,8 @@ from phaze.schema import HwCfg
 from tests.conftest import compose_cfg
 
 IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0, "matmul_fixed_s": 0.0,
-         "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0}
-"""PHAZE's accelerators: the ideal roofline, and no FP8 (their tensor cores compute in 16 bits)."""
+         "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0, "matmul_sustained_slowdown": 1.0}
+"""PHAZE's accelerators: the ideal roofline, no FP8 (their tensor cores compute in 16 bits), no power-limited clock."""
 
 
 def preset(name: str) -> Accelerator:
@@ -61,6 +61,8 @@ def test_a100_keeps_issue_3_must_show_margins():
     ("memory_efficiency=nan", "hw.memory_efficiency must be in (0, 1], got nan"),
     ("op_overhead_s=-1e-6", "hw.op_overhead_s must be a finite number of seconds >= 0, got -1e-06"),
     ("op_overhead_s=inf", "hw.op_overhead_s must be a finite number of seconds >= 0, got inf"),
+    ("matmul_sustained_slowdown=0.5", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got 0.5"),
+    ("matmul_sustained_slowdown=inf", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got inf"),
 ])
 def test_out_of_range_derating_is_rejected_naming_the_field(hw, override, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -21,8 +21,8 @@ COST_COLUMNS = (
 class Chip:
     """Per-point rates in SI units, derated to what kernels achieve; every array has shape (1, n_points).
 
-    `tc_clock_hz` is the clock times `matmul_efficiency` (array steps per second at the achievable
-    matmul rate); the bandwidths are their peaks times `memory_efficiency`; vector lanes run at `freq_hz`.
+    `tc_clock_hz` is the clock times `matmul_efficiency` over `matmul_sustained_slowdown` (array steps per second at
+    the matmul rate a training step achieves); the bandwidths are their peaks times `memory_efficiency`; vector lanes run at `freq_hz`.
     """
 
     n_tc: np.ndarray
@@ -52,7 +52,7 @@ class Chip:
         memory = col["memory_efficiency"]
         return cls(
             n_tc=col["n_tc"], tc_rows=col["tc_rows"], tc_cols=col["tc_cols"], n_vc=col["n_vc"], vc_width=col["vc_width"],
-            freq_hz=freq_hz, tc_clock_hz=freq_hz * col["matmul_efficiency"],
+            freq_hz=freq_hz, tc_clock_hz=freq_hz * col["matmul_efficiency"] / col["matmul_sustained_slowdown"],
             hbm_bytes_s=col["hbm_gbps"] * GB * memory, glb_bytes_s=col["glb_gbps"] * GB * memory,
             core_port_bytes_s=col["core_buffer_bytes_per_cycle"] * freq_hz * memory,
             glb_bytes=col["glb_mib"] * MIB, tc_buffer_bytes=col["tc_buffer_kib"] * KIB,

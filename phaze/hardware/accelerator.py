@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from phaze.hardware.derating import FP8_COLUMN, MATMUL_FIXED_COLUMN, TILE_COLUMNS
+from phaze.hardware.derating import FP8_COLUMN, MATMUL_FIXED_COLUMN, SUSTAINED_COLUMN, TILE_COLUMNS
 from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
 
 
-OPTIONAL_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN,)
+OPTIONAL_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN)
 """Derating columns a row may lack (an accelerator without CTA tiles or a matmul latency floor)."""
 
 
@@ -42,6 +42,7 @@ class Accelerator:
     matmul_tile_cols: int = 0
     matmul_tile_fill_k: int = 0
     fp8_matmul_ratio: float = 0.0
+    matmul_sustained_slowdown: float = 1.0
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":
@@ -70,9 +71,9 @@ class Accelerator:
 
     @property
     def achievable_matmul_flops(self) -> float:
-        """The tensor-core peak times `matmul_efficiency`: the rate of the arrays' steady state, which large
-        matmuls approach (CTA tiles only add time to it: waves, pipeline fill)."""
-        return self.peak_matmul_flops * self.matmul_efficiency
+        """The tensor-core peak times `matmul_efficiency`, over `matmul_sustained_slowdown`: the rate of the arrays'
+        steady state in a training step, which large matmuls approach (CTA tiles only add time to it: waves, pipeline fill)."""
+        return self.peak_matmul_flops * self.matmul_efficiency / self.matmul_sustained_slowdown
 
     @property
     def hbm_bytes_s(self) -> float:

@@ -1,8 +1,9 @@
 """How far a real chip falls short of its ideal roofline: the achievable fraction of the tensor-core
 peak and of the memory bandwidths, a fixed time per operator (kernel launch and tail) and per matmul kernel,
-and the CTA tiles a GPU computes matmuls in; and the rate of its tensor cores on FP8 GEMMs.
+and the CTA tiles a GPU computes matmuls in; the rate of its tensor cores on FP8 GEMMs; and how much slower its
+tensor cores step when GEMMs follow each other for seconds (a power-limited clock).
 
-PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles); the GPU presets take measured values
+PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles, no slowdown); the GPU presets take measured values
 (conf/hw/a100.yaml, h100.yaml, docs/hardware.md §5).
 """
 
@@ -26,7 +27,11 @@ and writing its outputs."""
 FP8_COLUMN = "fp8_matmul_ratio"
 """The tensor cores' FP8 GEMM peak over their bf16 peak (0: no FP8; H100: 1979 / 989.4 = 2, NVIDIA H100
 datasheet, dense). FP8 GEMMs run at this multiple of the bf16 rate, at the same `matmul_efficiency`."""
-DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN,)
+SUSTAINED_COLUMN = "matmul_sustained_slowdown"
+"""How many times longer the tensor cores' steps take when GEMMs run back to back for seconds, as in a training
+step, than in one kernel alone (>= 1; 1: the chip never reaches its power limit). A GPU held at its power limit
+lowers its clock (an H100 SXM at 700 W: 1,980 MHz alone, 1,125-1,590 MHz back to back; experiments/data/)."""
+DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN)
 
 
 def check_derating(values: Mapping[str, object], where: str) -> None:
@@ -48,6 +53,10 @@ def check_derating(values: Mapping[str, object], where: str) -> None:
     bad = ~((v == 0) | (v >= 1))
     if bad.any():
         raise ValueError(f"{where}{FP8_COLUMN} must be 0 (no FP8) or >= 1 (FP8 peak over bf16 peak), got {v[bad][0]}")
+    v = np.atleast_1d(np.asarray(values[SUSTAINED_COLUMN], dtype=np.float64))
+    bad = ~(np.isfinite(v) & (v >= 1))
+    if bad.any():
+        raise ValueError(f"{where}{SUSTAINED_COLUMN} must be a finite number >= 1 (1: no power-limited slowdown), got {v[bad][0]}")
     for name in TILE_COLUMNS:
         v = np.atleast_1d(np.asarray(values[name], dtype=np.float64))
         bad = ~((v >= 0) & (v == np.floor(v)))
