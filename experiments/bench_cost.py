@@ -20,14 +20,16 @@ from phaze.config import compose_config
 from phaze.cost import Network, op_latencies
 from phaze.cost.reference import op_latency
 from phaze.hardware import Accelerator, enumerate_space
+from phaze.hardware.derating import DERATING_COLUMNS, FP8_COLUMN
+from phaze.schema import HwCfg
 from phaze.workload.extract import extract_workload
 
 LOOP_POINTS = 200
 """Points the plain-Python loop costs (all ops of each graph on each): enough for a stable rate."""
 GPU_PRESETS = ("a100", "h100")
-IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0, "matmul_fixed_s": 0.0, "matmul_tile_rows": 0,
-         "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "matmul_sustained_slowdown": 1.0}
-"""Derating values of an ideal roofline: full peak rates, no per-operator overhead, no CTA tiles, no power-limited clock."""
+IDEAL = {name: getattr(HwCfg(), name) for name in DERATING_COLUMNS if name != FP8_COLUMN}
+"""Derating values of an ideal roofline (the schema's defaults): full peak rates, no per-operator overhead, no CTA
+tiles, no power-limited clock; the FP8 rate is left as the preset has it (the layer is bf16)."""
 
 
 def derating_report(layer, network) -> None:

@@ -24,6 +24,8 @@ import pandas as pd
 from phaze.config import compose_config
 from phaze.cost import Network, op_latencies
 from phaze.hardware import enumerate_space
+from phaze.hardware.derating import KERNEL_ALONE
+from phaze.workload.graph import NO_TRAFFIC
 
 ROOT = Path(__file__).resolve().parent
 XLA_H100 = ROOT / "data" / "xla_h100_bf16_matmul.csv"
@@ -44,13 +46,13 @@ def gemm_frame(b, m, n, k) -> pd.DataFrame:
     return pd.DataFrame({
         "op_id": np.arange(len(b)), "kind": "matmul", "target": "bmm", "mm_b": b, "mm_m": m, "mm_k": k, "mm_n": n,
         "elem_bytes": 2, "bytes_read": 2.0 * b * (m * k + k * n), "bytes_written": 2.0 * b * m * n,
-        "numel_out": b * m * n, "fused": False, "flops": 2.0 * b * m * n * k,
+        "numel_out": b * m * n, "fused": False, "flops": 2.0 * b * m * n * k, **NO_TRAFFIC,
     })
 
 
 def predicted_flops_s(preset: str, ops: pd.DataFrame, *overrides: str) -> np.ndarray:
     """FLOP/s of each op as one kernel alone (no power-limited slowdown: the measurements time kernels alone)."""
-    points = enumerate_space(compose_config(f"hw={preset}", "hw.matmul_sustained_slowdown=1", *overrides).hw)
+    points = enumerate_space(compose_config(f"hw={preset}", KERNEL_ALONE, *overrides).hw)
     return ops.flops.to_numpy() / op_latencies(ops, points, NET, tp=1).parallel_s[:, 0]
 
 

@@ -194,10 +194,6 @@ def op_row(c: dict) -> dict:
             "mm_b": 0, "mm_m": 0, "mm_k": 0, "mm_n": 0}
 
 
-ALONE = "hw.matmul_sustained_slowdown=1"
-"""The kernels are timed one at a time, each after an L2 clear: away from the power limit a training step holds the GPU at."""
-
-
 def compare(measured_csv: Path) -> None:
     """Predicted / measured per case and by kind, written to experiments/results/gpu_kernel_check.md."""
     import numpy as np
@@ -208,15 +204,15 @@ def compare(measured_csv: Path) -> None:
     from phaze.config import compose_config
     from phaze.cost.latency import op_latencies
     from phaze.hardware import enumerate_space
+    from phaze.hardware.derating import KERNEL_ALONE
     from phaze.compat import network_for
-    from phaze.workload.graph import OP_COLUMNS
+    from phaze.workload.graph import NO_TRAFFIC, OP_COLUMNS
 
     measured = pd.read_csv(measured_csv)
     if "b" not in measured.columns:
         measured.insert(2, "b", 1)
     rows = pd.DataFrame([op_row(c) for c in measured.to_dict("records")])
-    defaults = {"op_id": 0, "param_bytes": 0.0, "saved_bytes": 0.0, "comm_bytes": 0.0, "comm_group": 0, "comm_stride": 0,
-                "comm_context": False, "elem_bytes": BF16_BYTES, "fused": False, "core": False}
+    defaults = {"op_id": 0, "elem_bytes": BF16_BYTES, "fused": False, **NO_TRAFFIC}
     for col in OP_COLUMNS:
         if col not in rows.columns:
             rows[col] = defaults[col]
@@ -225,7 +221,7 @@ def compare(measured_csv: Path) -> None:
         cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron", *overrides)
         return op_latencies(rows[list(OP_COLUMNS)], enumerate_space(cfg.hw), network_for(cfg), 1).parallel_s[:, 0]
 
-    predicted = predict(ALONE)
+    predicted = predict(KERNEL_ALONE)
     predicted_in_step = predict()
     kind = np.where(measured.op == "bmm", "matmul (grouped experts)", rows.kind.to_numpy())
     table = measured.assign(kind=kind, gflop=rows.flops.to_numpy() / 1e9, mb_moved=(rows.bytes_read + rows.bytes_written).to_numpy() / 1e6,
@@ -267,7 +263,7 @@ def compare(measured_csv: Path) -> None:
             + clock_note, "",
             runs[["m", "k", "n", "single_s", "sustained_s", "predicted_s", "sustained/single", "predicted/sustained",
                   "predicted_in_step_s", "in-step predicted/sustained"]].to_markdown(floatfmt=".3g"), "",
-            f"`predicted_s` is one kernel alone (`{ALONE}`, as in the table above); `predicted_in_step_s` the preset as a "
+            f"`predicted_s` is one kernel alone (`{KERNEL_ALONE}`, as in the table above); `predicted_in_step_s` the preset as a "
             "training step uses it, its tensor-core steps slowed by `hw.matmul_sustained_slowdown` (conf/hw/h100.yaml: the "
             "median of the four `sustained/single` ratios here).", "",
         ]

@@ -16,6 +16,7 @@ import sys
 
 from phaze import schema
 from phaze.cost.network import ALGORITHMS
+from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
@@ -108,15 +109,11 @@ def check_hw(hw) -> None:
     for name in ("glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
         _positive(hw[name], f"hw.{name}")
     _positive(hw.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
-    _positive(hw.op_overhead_s, "hw.op_overhead_s", allow_zero=True)
     _positive(hw.overlap_slowdown, "hw.overlap_slowdown", allow_zero=True)
-    _fraction(hw.matmul_efficiency, "hw.matmul_efficiency")
-    _fraction(hw.memory_efficiency, "hw.memory_efficiency")
-    if hw.fp8_matmul_ratio != 0 and not hw.fp8_matmul_ratio >= 1:
-        raise ConfigError(f"hw.fp8_matmul_ratio={hw.fp8_matmul_ratio}: allowed values are 0 (no FP8) or >= 1 (the FP8 peak over the bf16 peak)")
-    if not (math.isfinite(hw.matmul_sustained_slowdown) and hw.matmul_sustained_slowdown >= 1):
-        raise ConfigError(f"hw.matmul_sustained_slowdown={hw.matmul_sustained_slowdown}: allowed values are finite numbers >= 1 "
-                          "(how many times longer GEMMs take back to back than alone; 1: no power-limited slowdown)")
+    try:
+        check_derating({name: hw[name] for name in DERATING_COLUMNS}, "hw.")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if not 0 <= hw.area_min_fraction <= 1:
         raise ConfigError(f"hw.area_min_fraction={hw.area_min_fraction}: allowed values are in [0, 1]")
     for name in ("area_budget_mm2", "power_budget_w"):

@@ -59,6 +59,8 @@ CASES = [
     (["hw=a100", "train.precision=fp8"], "hw.fp8_matmul_ratio", ">= 1"),
     (["hw=h100", "hw.fp8_matmul_ratio=0.5"], "hw.fp8_matmul_ratio", ">= 1"),
     (["hw=h100", "hw.matmul_sustained_slowdown=0.9"], "hw.matmul_sustained_slowdown", ">= 1"),
+    (["hw=h100", "hw.matmul_tile_rows=-1"], "hw.matmul_tile_rows", "whole number of elements >= 0"),
+    (["hw=h100", "hw.matmul_fixed_s=-1e-6"], "hw.matmul_fixed_s", "seconds >= 0"),
     (["hw=modern_grid", "hw.area.tc_fp8_multiplier_um2=-5"], "hw.area.tc_fp8_multiplier_um2", ">= 0"),
     (["hw=modern_grid", "hw.power.pj_per_fp8_mac=-0.1"], "hw.power.pj_per_fp8_mac", ">= 0"),
     (["cluster=tpuv4_pod", "cluster.torus_dims=[8,8,8]"], "cluster.torus_dims", "product cluster.devices="),

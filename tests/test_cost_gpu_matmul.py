@@ -11,6 +11,7 @@ import pytest
 
 from phaze.cost import Network, op_latencies
 from phaze.hardware import enumerate_space
+from phaze.hardware.derating import KERNEL_ALONE
 from tests.conftest import compose_cfg
 from tests.cost_cases import matmul_op, ops_frame
 
@@ -25,12 +26,9 @@ MAMF = {
 """Bekman, "Machine Learning Engineering", compute/accelerator/README.md, MAMF table v2: the best bf16 rate
 measured by the MAMF finder and the (m, n, k) it was found at, A100 SXM and H100 SXM."""
 
-ALONE = "hw.matmul_sustained_slowdown=1"
-"""The measurements below time one kernel at a time, away from the power limit a training step holds the GPU at."""
-
 
 def gemm_s(preset: str, b: int, m: int, n: int, k: int, *overrides: str) -> float:
-    points = enumerate_space(compose_cfg(f"hw={preset}", ALONE, *overrides).hw)
+    points = enumerate_space(compose_cfg(f"hw={preset}", KERNEL_ALONE, *overrides).hw)
     return float(op_latencies(ops_frame([matmul_op(b, m, k, n)]), points, NET, tp=1).parallel_s[0, 0])
 
 
@@ -59,7 +57,7 @@ def test_fewer_tiles_than_sms_split_the_reduction():
 
 def test_large_gemms_match_openxla_h100_measurements():
     table = pd.read_csv(XLA_H100)
-    points = enumerate_space(compose_cfg("hw=h100", ALONE).hw)
+    points = enumerate_space(compose_cfg("hw=h100", KERNEL_ALONE).hw)
     ops = ops_frame([matmul_op(int(r.b), int(r.m), int(r.k), int(r.n)) for r in table.itertuples()])
     flops = 2.0 * table.b * table.m * table.n * table.k
     predicted = flops / op_latencies(ops, points, NET, tp=1).parallel_s[:, 0]

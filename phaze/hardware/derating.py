@@ -31,6 +31,9 @@ SUSTAINED_COLUMN = "matmul_sustained_slowdown"
 """How many times longer the tensor cores' steps take when GEMMs run back to back for seconds, as in a training
 step, than in one kernel alone (>= 1; 1: the chip never reaches its power limit). A GPU held at its power limit
 lowers its clock (an H100 SXM at 700 W: 1,980 MHz alone, 1,125-1,590 MHz back to back; experiments/data/)."""
+KERNEL_ALONE = f"hw.{SUSTAINED_COLUMN}=1"
+"""The override that predicts one kernel timed alone (a single-kernel measurement: MAMF, OpenXLA's table, one GEMM
+after an L2 clear) rather than inside a training step's back-to-back GEMMs."""
 DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN)
 
 

@@ -32,6 +32,10 @@ OP_COLUMNS = (
     "bytes_read", "bytes_written", "param_bytes", "saved_bytes",
     "mm_b", "mm_m", "mm_k", "mm_n", "comm_bytes", "comm_group", "comm_stride", "comm_context", "elem_bytes", "fused", "core",
 )
+NO_TRAFFIC = {"param_bytes": 0.0, "saved_bytes": 0.0, "comm_bytes": 0.0, "comm_group": 0, "comm_stride": 0,
+              "comm_context": False, "core": False}
+"""The OP_COLUMNS values of an operator with no parameters, nothing saved for backward, no collective and no
+attention core: what the extraction writes before filling in an operator's own, and what a hand-made row takes."""
 EDGE_COLUMNS = ("src", "dst", "bytes")
 
 

@@ -17,7 +17,7 @@ from phaze.workload.aten_ops import GATHERS, flops_of, kind_of, matmul_dims, nby
 from phaze.workload.attention import CORE_MARKER, FLASH_FORWARD, FLASH_OPS, kernel_steps
 from phaze.workload.experts import ALL_TO_ALL
 from phaze.workload.families import PartSpec
-from phaze.workload.graph import EDGE_COLUMNS, OP_COLUMNS, LayerGraph, OpGraph
+from phaze.workload.graph import EDGE_COLUMNS, NO_TRAFFIC, OP_COLUMNS, LayerGraph, OpGraph
 from phaze.workload.tensor_parallel import token_dim
 
 TANGENT_PREFIX = "tangents"
@@ -85,8 +85,7 @@ def _row(name: str, target: str, kind: str, out_shape, in_shapes, dims, numel_ou
     return {
         "name": name, "target": target, "kind": kind, "out_shape": out_shape, "in_shapes": in_shapes,
         "numel_out": numel_out, "flops": flops_of(kind, numel_out, dims),
-        "bytes_read": 0.0, "bytes_written": 0.0, "param_bytes": 0.0, "saved_bytes": 0.0, "comm_bytes": 0.0,
-        "comm_group": 0, "comm_stride": 0, "comm_context": False, "core": False,
+        "bytes_read": 0.0, "bytes_written": 0.0, **NO_TRAFFIC,
         "mm_b": dims[0], "mm_m": dims[1], "mm_k": dims[2], "mm_n": dims[3],
         "elem_bytes": elem_bytes, "fused": fused,
         **bytes_,
