@@ -24,7 +24,7 @@ from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.placement.solve import Space
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
-from phaze.schedule import LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, prepare_layer, schedule_layer
+from phaze.schedule import LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, mode_bound_s, prepare_layer, schedule_layer
 from phaze.schedule.layer import uses_modes
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
@@ -111,6 +111,13 @@ class LayerLatencies:
         with what the MILP starts from."""
         self.prepares = inter_op_parallel and uses_modes(schedule_cfg)
         """Whether `best` runs a pending entry's mode search, and places again, before its MILP (schedule.mode_search)."""
+        self.bounds_modes = inter_op_parallel and not self.prepares
+        """Whether `best`, asked to beat a value, raises a pending entry to the mode search's bound alone before its MILP
+        (schedule.mode_search off: the schedules, and so PHAZE's numbers, stay the MILP's; the bound only prunes sooner)."""
+        self.listed_s: dict[tuple, float] = {}
+        """Pending entries' list-schedule makespans (s): where the mode search's bisection stops."""
+        self.mode_bounded: set[tuple] = set()
+        """Pending entries already raised to the mode search's bound."""
         self.solve_s = 0.0
         self.n_solved = 0
         self.milps: list[LayerSchedule] = []
@@ -177,6 +184,7 @@ class LayerLatencies:
                 else:
                     self.values[part][f"{direction}_s"][vi, ti] = max(self.values[part][f"{direction}_s"][vi, ti], float(listed.bound_s))
                     self.pending[twin] = args
+                    self.listed_s[twin] = float(listed.makespan_s)
             self.solve_s += time.perf_counter() - start
 
     def solve(self, keys) -> None:
@@ -207,6 +215,19 @@ class LayerLatencies:
                 self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], outcome.lower_s)
                 self.prepared[twin] = outcome
 
+    def bound_modes(self, key: tuple) -> None:
+        """Raise a pending entry (and its twins) to the largest makespan the mode search refutes below its list schedule."""
+        start = time.perf_counter()
+        vi, ti, part, direction = key
+        field = f"{direction}_s"
+        bound = mode_bound_s(*self.pending[key], *self.cores, float(self.values[part][field][vi, ti]), self.listed_s[key])
+        self.solve_s += time.perf_counter() - start
+        for twin in self._twins[key]:
+            if twin in self.pending:
+                vi, ti, part, direction = twin
+                self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], bound)
+                self.mode_bounded.add(twin)
+
     def _resolve(self, key: tuple, sched: LayerSchedule) -> None:
         """A pending entry and its twins scheduled: `sched` past the list schedule (the MILP's, or the cache's)."""
         self.n_solved += 1
@@ -214,6 +235,8 @@ class LayerLatencies:
         for twin in self._twins[key]:
             if self.pending.pop(twin, None) is not None:
                 self.prepared.pop(twin, None)
+                self.listed_s.pop(twin, None)
+                self.mode_bounded.discard(twin)
                 vi, ti, part, direction = twin
                 self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
 
@@ -256,7 +279,8 @@ class LayerLatencies:
         place() on the current values bounds the fully scheduled optimum from above; once the
         placement it returns depends only on scheduled entries, it is that optimum (exact=True).
         Otherwise its entries are list-scheduled, then solved one ILP at a time (with schedule.mode_search, each
-        first run up to its ILP: the mode search's bound alone may settle the placement, or it proves the layer), and
+        first run up to its ILP: the mode search's bound alone may settle the placement, or it proves the layer; without
+        it, and with `beat`, first raised to the mode search's bound, which may show the point unable to beat it), and
         place() runs again: usually a handful of layers, not all of them. With `beat`, it stops as soon as that
         upper bound is at most `beat` (exact=False: the point cannot beat it).
         """
@@ -274,6 +298,8 @@ class LayerLatencies:
             key = max(need, key=self._pending_gap)
             if self.prepares and key not in self.prepared:
                 self.prepare(key)
+            elif self.bounds_modes and beat is not None and key not in self.mode_bounded:
+                self.bound_modes(key)
             else:
                 self.solve([key])
 

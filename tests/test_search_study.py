@@ -65,6 +65,21 @@ def test_pruned_study_finds_the_exhaustive_best(base, exhaustive, sampler, trial
         assert (exhaustive.loc[unvisited].to_numpy() <= out.best.throughput_seq_s * (1 + 1e-12)).all()
         passed_over = set(np.flatnonzero(out.evaluator.work_bound > out.best.throughput_seq_s).tolist()) & set(unvisited)
         assert out.n_skipped == len(passed_over)
+        # a point its placement or list-schedule bound dismisses is passed over, not made a trial
+        assert set(pruned.pruned_by) <= {"work_bound", "ilp_bound"}
+
+
+def test_the_bound_order_breaks_ties_by_capacity(base):
+    """Points of equal work bound come by decreasing HBM capacity, buffer and HBM bandwidth, then by index: a point
+    with more of each comes before the points it dominates."""
+    ev = study(base, "search=bound").evaluator
+    order = ev.order_by_bound()
+    key = np.column_stack([-ev.work_bound, *[-ev.points[c].to_numpy(dtype=np.float64) for c in ("hbm_gib", "glb_mib", "hbm_gbps")],
+                           np.arange(len(ev))])[order]
+    assert sorted(order.tolist()) == list(range(len(ev)))
+    assert all(tuple(a) <= tuple(b) for a, b in zip(key[:-1], key[1:]))
+    ties = np.diff(ev.work_bound[order]) == 0
+    assert ties.any() and (np.diff(ev.points.hbm_gib.to_numpy()[order])[ties] < 0).any()
 
 
 @pytest.mark.parametrize("sampler", ["bound", "grid"])

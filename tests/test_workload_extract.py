@@ -1,6 +1,7 @@
 """The traced training step: closed-form matmul FLOPs, TP split, collectives, caching."""
 
 import pickle
+import time
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,10 @@ from phaze.workload.families import build_parts
 from phaze.workload.graph import OpGraph
 from phaze.workload.trace import part_graph
 from tests.conftest import compose_cfg
+
+SPAWNED_TRACE_WAIT_S = 300.0
+"""How long this process's trace waits for the spawned process's (which first imports torch and transformers): far
+more than that takes on a loaded 2-core machine."""
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +126,27 @@ def test_cache_hit_does_not_retrace(workload_cache, monkeypatch, llama):
 
 def test_processes_trace_what_one_process_traces(tmp_path, monkeypatch):
     """Two processes tracing the microbatch sizes not cached give the workloads one process gives, cached for the
-    next call; a size already cached is read, not traced again."""
+    next call; a size already cached is read, not traced again. This process takes the first size and the spawned
+    one the next when it is free (here this process's trace waits until the other has traced its size)."""
     model = compose_cfg("model=gpt2").model
     shards = {"tp_widths": (1, 2), "sp_values": (False, True)}
     extract_workload(model, 2, cache_dir=tmp_path / "both", **shards)
+    traced_here = []
+    trace = extract_mod.extract_uncached
+
+    def after_the_other(model_cfg, mbs, *args):
+        traced_here.append(mbs)
+        other = extract_mod.cached_path(model, 4, cache_dir=tmp_path / "both", **shards)
+        deadline = time.monotonic() + SPAWNED_TRACE_WAIT_S
+        while not other.exists():
+            assert time.monotonic() < deadline, "the spawned process traced nothing"
+            time.sleep(0.1)
+        return trace(model_cfg, mbs, *args)
+
+    monkeypatch.setattr(extract_mod, "extract_uncached", after_the_other)
     both = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "both", processes=2, **shards)
+    assert traced_here == [1]
+    monkeypatch.setattr(extract_mod, "extract_uncached", trace)
     one = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "one", processes=1, **shards)
     assert list(both) == [1, 2, 4]
     for mbs in both:

@@ -8,7 +8,7 @@ checker.py replays any schedule and fails on a violation.
 from phaze.schedule.bounds import lower_bound_batch_s, lower_bound_s
 from phaze.schedule.checker import ScheduleError, check_schedule
 from phaze.schedule.instance import InfeasibleLayerError, LayerProblem
-from phaze.schedule.layer import Prepared, heuristic_for, prepare_layer, schedule_layer
+from phaze.schedule.layer import Prepared, heuristic_for, mode_bound_s, prepare_layer, schedule_layer
 from phaze.schedule.result import LayerSchedule
 
 
@@ -19,5 +19,5 @@ def heuristic_schedule(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int) 
 
 __all__ = [
     "InfeasibleLayerError", "LayerSchedule", "Prepared", "ScheduleError", "check_schedule", "heuristic_schedule",
-    "lower_bound_batch_s", "lower_bound_s", "prepare_layer", "schedule_layer",
+    "lower_bound_batch_s", "lower_bound_s", "mode_bound_s", "prepare_layer", "schedule_layer",
 ]

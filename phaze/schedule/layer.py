@@ -89,6 +89,12 @@ def solve_problem(problem: LayerProblem, cfg: ScheduleCfg, prepared: Prepared | 
     return milp_schedule(problem, cfg, start.best, start.lower_s, time.perf_counter() - start.solve_s, start.modes)
 
 
+def mode_bound_s(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, lower_s: float, upper_s: float) -> float:
+    """The largest makespan in [lower_s, upper_s] (s) that the mode search's refutation proves no schedule of the layer
+    meets (lower_s when it proves none): a bound to prune with that leaves the layer's schedule, and its MILP, as they are."""
+    return ModeSearch(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)).lower_bound_s(lower_s, upper_s)
+
+
 def uses_modes(cfg: ScheduleCfg) -> bool:
     """schedule.mode_search, null read as on (phaze.pipeline.schedule_settings resolves it for a job)."""
     return cfg.mode_search is not False

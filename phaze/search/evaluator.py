@@ -86,6 +86,18 @@ Every operator latency (phaze.cost) and every lower bound on a layer is non-incr
 placement DP's optimum never drops when latencies shrink or memory grows: so a point that equals another in
 every other cost column and has no more of these is bounded by the other's placement bound."""
 
+HBM_AXIS = MORE_IS_FASTER.index("hbm_gib")
+TIE_BREAKS = ("hbm_gib", "glb_mib", "hbm_gbps")
+"""Columns of MORE_IS_FASTER that break ties of the work bound, larger first (order_by_bound). Not n_vc: vector cores
+add area, and where they change no latency the first of several equally fast points found should be the smaller chip
+(the llama2 x phaze_grid optimum has 4 vector cores; 64 give the same throughput)."""
+
+
+def point_at(points: pd.DataFrame, index: int) -> pd.DataFrame:
+    """The one-row frame of points[index] (index 0), as the cost model and the placement DP take a point."""
+    return points.iloc[[index]].reset_index(drop=True)
+
+
 LAYER_CACHE_SIGNATURES = 64
 """Latency signatures (points that differ only in what latencies ignore, e.g. HBM capacity) whose
 scheduled layers are kept in memory; the bound order visits such siblings one after another."""
@@ -148,8 +160,13 @@ class ModelEvaluator:
         self._top_bound: dict[tuple, float] = {}
         self._placed = Kept(PLACED_KEPT)
         """The answers kept on the last latencies placed, {beat: result}, by placer arguments and latency_digest (placer)."""
-        self._bounded: dict[tuple, list[tuple[np.ndarray, float]]] = {}
-        """Placement bounds found so far, by the cost columns outside MORE_IS_FASTER: (those columns, bound)."""
+        same = [c for c in COST_COLUMNS if c in points.columns and c not in MORE_IS_FASTER]
+        self._same_group = points.groupby(same, sort=False, dropna=False).ngroup().to_numpy()
+        """Per point, a code of its cost columns outside MORE_IS_FASTER: points of one code differ only in those."""
+        self._more = points[list(MORE_IS_FASTER)].to_numpy(dtype=np.float64)
+        """Per point, its MORE_IS_FASTER columns."""
+        self._bounded: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        """Placement bounds found so far, by _same_group code: (their points' MORE_IS_FASTER columns, the bounds)."""
 
     def signature(self, index: int) -> int:
         """The point's cost signature (phaze.cost.chip.cost_signatures): points sharing it have the same latencies."""
@@ -164,8 +181,7 @@ class ModelEvaluator:
             self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, self.lower_bounds.at(index))
         return self._layers[key]
 
-    def placement_bound(self, index: int, point: pd.DataFrame, beat: float | None = None, fixed: bool = False,
-                        cutoff: bool = False) -> float:
+    def placement_bound(self, index: int, beat: float | None = None, fixed: bool = False, cutoff: bool = False) -> float:
         """Throughput upper bound of one point: the placement DP (or the expert placement, `fixed`) on
         its lower-bound latencies.
 
@@ -175,9 +191,10 @@ class ModelEvaluator:
         beating `beat` and returns `beat` itself (still an upper bound) when there is none.
         """
         if beat is not None and not fixed:
-            dominating = self._dominating_bound(point)
+            dominating = self._dominating_bound(index)
             if dominating <= beat:
                 return dominating
+        point = point_at(self.points, index)
         bounds = self.lower_bounds.at(index)
         beat_at = beat if cutoff and not fixed else None
         key = (self.signature(index), fixed)
@@ -185,35 +202,33 @@ class ModelEvaluator:
         if top is None or (below is not None and (beat is None or beat < below)):
             top, below = self._bound(point.assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
             self._top_bound[key] = (top, below)
-        if (beat is not None and top <= beat) or float(point.hbm_gib.iloc[0]) == self.max_hbm_gib:
+        if (beat is not None and top <= beat) or self._more[index, HBM_AXIS] == self.max_hbm_gib:
             value = top
         else:
             value = self._bound(point, bounds, fixed, beat_at)[0]
         if not fixed:
-            self._record_bound(point, value)
+            self._record_bound(index, value)
         return value
 
-    def known_bound(self, index: int, point: pd.DataFrame, fixed: bool = False) -> float:
+    def known_bound(self, index: int, fixed: bool = False) -> float:
         """The tightest placement bound on the point that the bounds found so far already give, without a DP (inf when
         none): its signature's bound at the largest HBM, or a point with at least its MORE_IS_FASTER columns."""
         top = self._top_bound.get((self.signature(index), fixed), (np.inf, None))[0]
-        return top if fixed else min(top, self._dominating_bound(point))
+        return top if fixed else min(top, self._dominating_bound(index))
 
-    @staticmethod
-    def _dominance_key(point: pd.DataFrame) -> tuple[tuple, np.ndarray]:
-        row = point.iloc[0]
-        same = tuple(float(row[c]) for c in COST_COLUMNS if c in point.columns and c not in MORE_IS_FASTER)
-        return same, np.array([float(row[c]) for c in MORE_IS_FASTER])
-
-    def _dominating_bound(self, point: pd.DataFrame) -> float:
+    def _dominating_bound(self, index: int) -> float:
         """The least placement bound found so far on a point with at least this one's MORE_IS_FASTER columns and
         the same other cost columns (an upper bound on this point's; inf when there is none)."""
-        same, more = self._dominance_key(point)
-        return min((b for axes, b in self._bounded.get(same, ()) if np.all(axes >= more)), default=np.inf)
+        found = self._bounded.get(int(self._same_group[index]))
+        if found is None:
+            return np.inf
+        axes, values = found
+        return float(values[(axes >= self._more[index]).all(axis=1)].min(initial=np.inf))
 
-    def _record_bound(self, point: pd.DataFrame, value: float) -> None:
-        same, more = self._dominance_key(point)
-        self._bounded.setdefault(same, []).append((more, value))
+    def _record_bound(self, index: int, value: float) -> None:
+        group = int(self._same_group[index])
+        axes, values = self._bounded.get(group, (np.empty((0, len(MORE_IS_FASTER))), np.empty(0)))
+        self._bounded[group] = (np.vstack([axes, self._more[index]]), np.append(values, value))
 
     def _bound(self, point: pd.DataFrame, bounds, fixed: bool, beat: float | None) -> tuple[float, float | None]:
         """(bound, None) from the DP on `bounds`; with `beat`, (beat, beat) when no placement beats it."""
@@ -343,7 +358,7 @@ class SpaceEvaluator:
         return len(self.points)
 
     def point(self, index: int) -> pd.DataFrame:
-        return self.points.iloc[[index]].reset_index(drop=True)
+        return point_at(self.points, index)
 
     def sibling_groups(self) -> np.ndarray:
         """Per point, its cost signature: HBM siblings share it, and with it every layer schedule (of every model)."""
@@ -353,14 +368,12 @@ class SpaceEvaluator:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
         stopped as soon as it cannot beat `beat` (see bounded_mean)."""
-        point = self.point(index)
-        return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, point, cut, self.fixed_placement, cutoff=True))
+        return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
 
     def known_bound(self, index: int) -> float:
         """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's
         tightest: its bound for this point, its cap, or ModelEvaluator.known_bound)."""
-        point = self.point(index)
-        known = [m.known_bound(index, point, self.fixed_placement) for m in self.models]
+        known = [m.known_bound(index, self.fixed_placement) for m in self.models]
         return float(np.minimum(self.upper_bounds(index), known).mean())
 
     def schedule_bound(self, index: int, beat: float | None = None) -> float:
@@ -473,6 +486,9 @@ class SpaceEvaluator:
         return np.ones(len(self.points))
 
     def order_by_bound(self) -> np.ndarray:
-        """Point indices by decreasing work bound on the objective (ties by index), the branch-and-bound
-        visiting order: once one point's bound cannot beat the study, no later point's can."""
-        return np.lexsort((np.arange(len(self.points)), -self.work_bound * self.objective_scale()))
+        """Point indices by decreasing work bound on the objective, the branch-and-bound visiting order: once one
+        point's bound cannot beat the study, no later point's can. Ties (HBM siblings always tie: the work bound ignores
+        capacity) go by TIE_BREAKS, larger first, then by index: the point with more comes before those it dominates,
+        whose placement bounds its own then bounds without a DP (MORE_IS_FASTER)."""
+        tie_breaks = [-self.points[c].to_numpy(dtype=np.float64) for c in TIE_BREAKS]
+        return np.lexsort((np.arange(len(self.points)), *reversed(tie_breaks), -self.work_bound * self.objective_scale()))

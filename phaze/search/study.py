@@ -146,9 +146,10 @@ class Objective:
 
     def cannot_win(self, study: optuna.Study):
         """For the branch-and-bound order: a predicate passed_over(index, known_only=False), fixed at the study's best
-        value now, telling which points their placement bound shows unable to beat it (work-bound-dominated points
-        are left to a trial, whose pruning stops the study); with known_only, from the bounds found so far only
-        (False where that needs a DP)."""
+        value now, telling which points their placement bound, or failing that their list-schedule bound, shows unable
+        to beat it (work-bound-dominated points are left to a trial, whose pruning stops the study); with known_only,
+        from the bounds found so far only (False where that needs a DP). A point passed over costs no trial: its bounds
+        are what a trial would compute before pruning it, without the study's and MLflow's bookkeeping."""
         done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
         def passed_over(index: int, known_only: bool = False) -> bool:
@@ -157,7 +158,7 @@ class Objective:
                 return False
             if known_only:
                 return self.ev.known_bound(index) <= beat
-            return self.ev.placement_bound(index, beat) <= beat
+            return self.ev.placement_bound(index, beat) <= beat or self.ev.schedule_bound(index, beat) <= beat
 
         return passed_over
 

@@ -1,0 +1,75 @@
+"""PHAZE's world (schedule.mode_search off) prunes with the mode search's bound before a layer's MILP, and only prunes:
+the schedules, and so every value, stay the MILP's."""
+
+import numpy as np
+import pytest
+
+from phaze.config import compose_config
+from phaze.cost.network import Network
+from phaze.hardware.space import enumerate_space
+from phaze.pipeline import layer_latencies, load_workloads, placer
+from phaze.schedule import mode_bound_s, schedule_layer
+from phaze.schedule.bounds import problem_lower_bound_s
+from phaze.schedule.heuristic import best_list_schedule
+from phaze.schedule.instance import LayerProblem
+from phaze.schedule.modes import ModeSearch
+from phaze.schema import ScheduleCfg
+from phaze.search.evaluator import throughput_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.solver]
+
+CHIP = dict(n_tc=4, tc_rows=256, tc_cols=256, n_vc=4, vc_width=256, glb_mib=4, hbm_gib=80)
+"""A phaze_grid point near the llama2 optimum whose backward layer the list schedule leaves open: the headline search
+met it, and the mode search's bound alone showed that it cannot beat the study."""
+
+
+@pytest.fixture(scope="module")
+def world(workload_cache):
+    cfg = compose_config("model=llama2", f"cache_dir={workload_cache}", "train.mbs=[1]", "schedule.cache=false")
+    grid = enumerate_space(cfg.hw)
+    point = grid[np.logical_and.reduce([grid[name] == value for name, value in CHIP.items()])].reset_index(drop=True)
+    assert len(point) == 1
+    workloads, network = load_workloads(cfg), Network.from_cfg(cfg.cluster)
+    return cfg, point, workloads, network, placer(cfg, point, workloads, network)
+
+
+def test_the_mode_bound_lies_between_the_closed_form_bound_and_the_schedule(world):
+    cfg, point, workloads, network, place = world
+    lazy = layer_latencies(cfg, point, workloads, network)
+    lazy.listed_bound(place)
+    assert lazy.bounds_modes and lazy.pending
+    key = max(lazy.pending, key=lazy._pending_gap)
+    args = lazy.pending[key]
+    problem = LayerProblem.build(*args, *lazy.cores)
+    lower, listed = problem_lower_bound_s(problem), best_list_schedule(problem).makespan_s
+    bound = mode_bound_s(*args, *lazy.cores, lower, listed)
+    assert bound == ModeSearch(problem).lower_bound_s(lower, listed)
+    assert lower < bound
+    found = schedule_layer(*args, *lazy.cores, ScheduleCfg(mode_search=False, cache=False))
+    assert bound <= found.makespan_s < listed  # no schedule is shorter than the bound, and the MILP finds a shorter one
+
+
+def test_the_mode_bound_prunes_without_a_milp_and_changes_no_value(world):
+    """A cut-off between the list-schedule bound and the bound with the mode search's is met without any MILP (and
+    with one when the mode bound is not used); below the value, the point's value is the MILP's either way."""
+    cfg, point, workloads, network, place = world
+    lazy = layer_latencies(cfg, point, workloads, network)
+    listed = throughput_of(lazy.listed_bound(place))
+    for key in list(lazy.pending):
+        if key not in lazy.mode_bounded:
+            lazy.bound_modes(key)
+    raised = throughput_of(place(lazy.values))
+    assert raised < listed
+    beat = 0.5 * (raised + listed)
+    pruned = layer_latencies(cfg, point, workloads, network)
+    bound, exact = pruned.best(place, beat)
+    assert not exact and throughput_of(bound) <= beat and pruned.n_solved == 0 and pruned.mode_bounded
+    without = layer_latencies(cfg, point, workloads, network)
+    without.bounds_modes = False
+    without.best(place, beat)
+    assert without.n_solved > 0
+    value = throughput_of(layer_latencies(cfg, point, workloads, network).best(place)[0])
+    assert raised * (1 + 1e-12) >= value
+    low = layer_latencies(cfg, point, workloads, network)
+    result, exact = low.best(place, 0.9 * value)
+    assert exact and low.n_solved > 0 and throughput_of(result) == value
