@@ -194,18 +194,17 @@ class ModelEvaluator:
             dominating = self._dominating_bound(index)
             if dominating <= beat:
                 return dominating
-        point = point_at(self.points, index)
         bounds = self.lower_bounds.at(index)
         beat_at = beat if cutoff and not fixed else None
         key = (self.signature(index), fixed)
         top, below = self._top_bound.get(key, (None, None))
         if top is None or (below is not None and (beat is None or beat < below)):
-            top, below = self._bound(point.assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
+            top, below = self._bound(point_at(self.points, index).assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
             self._top_bound[key] = (top, below)
         if (beat is not None and top <= beat) or self._more[index, HBM_AXIS] == self.max_hbm_gib:
             value = top
         else:
-            value = self._bound(point, bounds, fixed, beat_at)[0]
+            value = self._bound(point_at(self.points, index), bounds, fixed, beat_at)[0]
         if not fixed:
             self._record_bound(index, value)
         return value

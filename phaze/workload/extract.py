@@ -184,14 +184,17 @@ def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=
         start = time.perf_counter()
         context = multiprocessing.get_context("spawn")
         claims = context.Value("i", 0)
-        pool = ProcessPoolExecutor(min(processes, len(todo)) - 1, mp_context=context, initializer=_share_claims, initargs=(claims,))
-        helpers = {pool.submit(_trace_claimed, todo, trace) for _ in range(pool._max_workers)}
-        here = _trace_claimed(todo, trace, claims)
-        traced = dict(here)
-        while len(traced) < len(todo):  # sizes a spawned process took: wait for it, not for one still importing
-            done, helpers = wait(helpers, return_when=FIRST_COMPLETED)
-            for future in done:
-                traced.update(future.result())
-        pool.shutdown(wait=False, cancel_futures=True)
+        n_helpers = min(processes, len(todo)) - 1
+        pool = ProcessPoolExecutor(n_helpers, mp_context=context, initializer=_share_claims, initargs=(claims,))
+        try:
+            helpers = {pool.submit(_trace_claimed, todo, trace) for _ in range(n_helpers)}
+            here = _trace_claimed(todo, trace, claims)
+            traced = dict(here)
+            while len(traced) < len(todo):  # sizes a spawned process took: wait for it, not for one still importing
+                done, helpers = wait(helpers, return_when=FIRST_COMPLETED)
+                for future in done:
+                    traced.update(future.result())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
         log.info("extracted %s mbs=%s in %.1f s (%s in this process)", model_cfg.name, todo, time.perf_counter() - start, sorted(here))
     return {m: traced[m] if m in traced else trace(m) for m in mbs_values}
