@@ -41,6 +41,12 @@ LATENCY_FIELDS = ("fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s", "core_fwd_
 """Per-part latencies a placement reads; core_fwd_s is the attention core's forward (selective recompute)."""
 DIRECTIONS = ("fwd", "bwd")
 SIZE_FIELDS = ("param_bytes", "saved_bytes", "input_bytes", "output_bytes", "core_saved_bytes", "expert_param_bytes")
+STOP_REL_TOL = 1e-5
+"""Relative width at which LayerLatencies.stop_for's search ends (its answer lies at most this far above the least
+makespan that settles the point): far below the 0.05-0.2% by which the headline run's MILP bounds clear the makespans
+they prune at (experiments/results/milp_pruning.md)."""
+STOP_STEPS = 30
+"""Placement DPs stop_for may run after its two ends: false position needs a handful; 30 halvings would reach 1e-9."""
 
 
 def variant_graph(workloads: dict[int, Workload], variant: LayerVariant, tp: int, part: str):
@@ -118,6 +124,8 @@ class LayerLatencies:
         """Pending entries' list-schedule makespans (s): where the mode search's bisection stops."""
         self.mode_bounded: set[tuple] = set()
         """Pending entries already raised to the mode search's bound."""
+        self.refuted: set[tuple] = set()
+        """Pending entries raised to the bound of a MILP that stopped there (stop_for): their next MILP runs to its end."""
         self.solve_s = 0.0
         self.n_solved = 0
         self.milps: list[LayerSchedule] = []
@@ -187,17 +195,21 @@ class LayerLatencies:
                     self.listed_s[twin] = float(listed.makespan_s)
             self.solve_s += time.perf_counter() - start
 
-    def solve(self, keys) -> None:
+    def solve(self, keys, stop_s: float | None = None) -> None:
         """Schedule these (mbs index, tp index, part, direction) entries (list schedule, then the ILP where
-        it is over the gap, cached on disk)."""
+        it is over the gap, cached on disk). With `stop_s` (one entry), its MILP may stop once it proves the entry
+        at least that long: the entry then stays pending, raised to the proven bound (_refute)."""
         self.list_schedule(keys)
         for key in sorted(set(keys) & self.pending.keys()):
             if key not in self.pending:  # solved meanwhile as another entry's twin
                 continue
             start = time.perf_counter()
-            sched = schedule_layer(*self.pending[key], *self.cores, self.schedule_cfg, prepared=self.prepared.get(key))
+            sched = schedule_layer(*self.pending[key], *self.cores, self.schedule_cfg, prepared=self.prepared.get(key), stop_s=stop_s)
             self.solve_s += time.perf_counter() - start
-            self._resolve(key, sched)
+            if sched.status == "refuted":
+                self._refute(key, sched)
+            else:
+                self._resolve(key, sched)
 
     def prepare(self, key: tuple) -> None:
         """Run a pending entry's schedule up to its MILP (prepare_layer): resolved where that proves it, else its value
@@ -228,6 +240,59 @@ class LayerLatencies:
                 self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], bound)
                 self.mode_bounded.add(twin)
 
+    def _refute(self, key: tuple, sched: LayerSchedule) -> None:
+        """A pending entry's MILP stopped on its bound (status "refuted"): it and its twins stay pending, raised to it."""
+        self.milps.append(sched)
+        for twin in self._twins[key]:
+            if twin in self.pending:
+                vi, ti, part, direction = twin
+                field = f"{direction}_s"
+                self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], sched.bound_s)
+                self.refuted.add(twin)
+
+    def stop_for(self, place, key: tuple, beat: float | None) -> float | None:
+        """The least makespan of the pending `key` (its twins alike) from which place() cannot beat `beat`, between its
+        value and its list schedule (Illinois false position on place()'s throughput, which falls as the makespan
+        grows): its MILP may stop once its bound proves that much. None without `beat`, where even the list schedule
+        beats it, or where a MILP stopped on this entry before (place() beats again only for a lower `beat`, or by
+        round-off: the MILP then runs to its end)."""
+        if beat is None or key in self.refuted:
+            return None
+        twins = [t for t in self._twins[key] if t in self.pending]
+        kept = [float(self.values[part][f"{d}_s"][vi, ti]) for vi, ti, part, d in twins]
+
+        def excess(makespan_s: float) -> float:
+            """place()'s throughput over `beat` with the entry at makespan_s (negative: it cannot beat it)."""
+            for (vi, ti, part, d), value in zip(twins, kept):
+                self.values[part][f"{d}_s"][vi, ti] = max(value, makespan_s)
+            try:
+                result = place(self.values)
+                return (result.throughput_seq_s if result is not None and result.feasible else 0.0) - beat
+            finally:
+                for (vi, ti, part, d), value in zip(twins, kept):
+                    self.values[part][f"{d}_s"][vi, ti] = value
+
+        lo, hi = min(kept), self.listed_s[key]
+        f_lo, f_hi = excess(lo), excess(hi)
+        if f_hi > 0:
+            return None
+        kept_side = 0
+        for _ in range(STOP_STEPS):
+            if f_lo <= 0 or hi - lo <= STOP_REL_TOL * hi:
+                break
+            mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+            mid = mid if lo < mid < hi else 0.5 * (lo + hi)
+            f_mid = excess(mid)
+            if f_mid > 0:
+                lo, f_lo = mid, f_mid
+                f_hi *= 0.5 if kept_side == 1 else 1.0  # Illinois: the same end kept twice counts half
+                kept_side = 1
+            else:
+                hi, f_hi = mid, f_mid
+                f_lo *= 0.5 if kept_side == -1 else 1.0
+                kept_side = -1
+        return hi
+
     def _resolve(self, key: tuple, sched: LayerSchedule) -> None:
         """A pending entry and its twins scheduled: `sched` past the list schedule (the MILP's, or the cache's)."""
         self.n_solved += 1
@@ -237,6 +302,7 @@ class LayerLatencies:
                 self.prepared.pop(twin, None)
                 self.listed_s.pop(twin, None)
                 self.mode_bounded.discard(twin)
+                self.refuted.discard(twin)
                 vi, ti, part, direction = twin
                 self.values[part][f"{direction}_s"][vi, ti] = float(sched.makespan_s)
 
@@ -301,7 +367,7 @@ class LayerLatencies:
             elif self.bounds_modes and beat is not None and key not in self.mode_bounded:
                 self.bound_modes(key)
             else:
-                self.solve([key])
+                self.solve([key], self.stop_for(place, key, beat))
 
     def _pending_gap(self, key: tuple) -> tuple:
         """Solve first the pending entry used most (the part of most blocks) whose bound is largest."""

@@ -67,7 +67,7 @@ def test_the_mode_bound_prunes_without_a_milp_and_changes_no_value(world):
     without = layer_latencies(cfg, point, workloads, network)
     without.bounds_modes = False
     without.best(place, beat)
-    assert without.n_solved > 0
+    assert without.milps  # a MILP ran (to its end, or until its bound refuted the cut-off)
     value = throughput_of(layer_latencies(cfg, point, workloads, network).best(place)[0])
     assert raised * (1 + 1e-12) >= value
     low = layer_latencies(cfg, point, workloads, network)

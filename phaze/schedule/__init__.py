@@ -8,13 +8,13 @@ checker.py replays any schedule and fails on a violation.
 from phaze.schedule.bounds import lower_bound_batch_s, lower_bound_s
 from phaze.schedule.checker import ScheduleError, check_schedule
 from phaze.schedule.instance import InfeasibleLayerError, LayerProblem
-from phaze.schedule.layer import Prepared, heuristic_for, mode_bound_s, prepare_layer, schedule_layer
+from phaze.schedule.layer import Prepared, heuristic_for, listed_for, mode_bound_s, prepare_layer, schedule_layer
 from phaze.schedule.result import LayerSchedule
 
 
 def heuristic_schedule(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int) -> LayerSchedule:
-    """The best list schedule (feasible; status "optimal" only when it meets the lower bound)."""
-    return heuristic_for(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc))
+    """The best list schedule (feasible; status "optimal" only when it meets the lower bound), kept by content."""
+    return listed_for(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc))
 
 
 __all__ = [

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phaze.placement.kept import Kept
 from phaze.schedule.backends import BACKEND_CHOICES, SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.cache import cache_for, problem_key
@@ -17,6 +18,12 @@ from phaze.schedule.instance import LayerProblem
 from phaze.schedule.modes import FixedModes, ModeSearch
 from phaze.schedule.result import LayerSchedule
 from phaze.schema import ScheduleCfg
+
+LISTED_KEPT = 4096
+"""List schedules kept in this process (listed_for). A point's vector cores, buffer or HBM leave many of its layers'
+operators as another point's: the headline search (llama2 x phaze_grid) list-schedules 661 distinct layers in 2,550."""
+
+_listed = Kept(LISTED_KEPT)
 
 GAP_ROUND_OFF = 1e-9
 """Relative margin by which the mode search aims inside the gap, so that a bound it proves there closes the gap
@@ -40,6 +47,11 @@ def _from_list(problem: LayerProblem, upper: ListSchedule, bound_s: float, statu
         status=status, mip_gap=_gap(upper.makespan_s, bound_s), solve_s=time.perf_counter() - t0, bound_s=bound_s,
         fallback=fallback,
     )
+
+
+def listed_for(problem: LayerProblem) -> LayerSchedule:
+    """heuristic_for, kept by the problem's content and core counts: a search meets the same layer on many points."""
+    return _listed.get((problem_key(problem, 0.0), problem.n_tc, problem.n_vc), lambda: heuristic_for(problem))
 
 
 def heuristic_for(problem: LayerProblem) -> LayerSchedule:
@@ -79,14 +91,15 @@ def prepare_problem(problem: LayerProblem, cfg: ScheduleCfg) -> LayerSchedule | 
     return Prepared(problem, best, lower, modes, time.perf_counter() - t0)
 
 
-def solve_problem(problem: LayerProblem, cfg: ScheduleCfg, prepared: Prepared | None = None) -> LayerSchedule:
+def solve_problem(problem: LayerProblem, cfg: ScheduleCfg, prepared: Prepared | None = None, stop_s: float | None = None) -> LayerSchedule:
     """Optimal schedule within cfg.mip_gap, or the best one the MILP finds within cfg.time_limit_s and
     cfg.work_limit; the mode search runs when the list schedule and the lower bound are further apart than the
-    gap, the MILP when it leaves them so. `prepared`: prepare_problem's answer for this problem, not computed again."""
+    gap, the MILP when it leaves them so. `prepared`: prepare_problem's answer for this problem, not computed again.
+    `stop_s`: see milp_schedule."""
     start = prepared or prepare_problem(problem, cfg)
     if isinstance(start, LayerSchedule):
         return start
-    return milp_schedule(problem, cfg, start.best, start.lower_s, time.perf_counter() - start.solve_s, start.modes)
+    return milp_schedule(problem, cfg, start.best, start.lower_s, time.perf_counter() - start.solve_s, start.modes, stop_s)
 
 
 def mode_bound_s(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, lower_s: float, upper_s: float) -> float:
@@ -119,7 +132,7 @@ def mode_search(problem: LayerProblem, mip_gap: float, best: ListSchedule, lower
 
 
 def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, lower: float, t0: float,
-                  modes: FixedModes | None = None) -> LayerSchedule:
+                  modes: FixedModes | None = None, stop_s: float | None = None) -> LayerSchedule:
     """The MILP rounds from the list schedule `best` and the bound `lower` (s), at least one round.
 
     Each round solves the MILP with the capacity cuts found so far; a solution that overloads a
@@ -127,6 +140,9 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
     into a feasible schedule, so the loop stops as soon as the two are within the gap. With `modes`
     the model keeps them, so its bound holds for the schedules that keep them and, capped at
     modes.below_s, for all; a model with no solution then proves that cap.
+    With `stop_s` the solver stops as soon as its bound shows no schedule shorter than stop_s (a search asks only
+    that: phaze.pipeline.LayerLatencies.best); the result is then "refuted", its bound_s at least stop_s and its
+    schedule only the best found so far. A solve whose bound never gets there ends as it would without stop_s.
     """
     if best.makespan_s <= 0.0:  # nothing takes time (and the model is scaled by the makespan)
         return _from_list(problem, best, lower, "optimal", "heuristic", t0)
@@ -139,7 +155,8 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
         if remaining <= 0 or (work_left is not None and work_left <= 0):
             break
         model, layout, start = build_ilp(problem, best, lower, cliques, *((modes.parallel, modes.single) if modes else ()))
-        params = SolveParams(mip_gap=cfg.mip_gap, time_limit_s=remaining, threads=cfg.threads, work_limit=work_left)
+        params = SolveParams(mip_gap=cfg.mip_gap, time_limit_s=remaining, threads=cfg.threads, work_limit=work_left,
+                             bound_stop=_bound_stop(stop_s, layout.scale_s, modes))
         result, note = solve_milp(model, cfg.backend, params, start)
         if work_left is not None:
             work_left -= result.work
@@ -150,6 +167,8 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
         if result.status in (SolveStatus.INFEASIBLE, SolveStatus.ERROR):
             raise RuntimeError(f"{result.backend} failed on a layer MILP that has a feasible schedule: {result.status.value} {result.message}")
         lower = max(lower, min(result.bound * layout.scale_s, modes.below_s if modes else np.inf))
+        if result.status == SolveStatus.BOUND_STOP:
+            return _from_list(problem, best, lower, "refuted", backend, t0, fallback)
         if not result.has_solution:
             break
         replayed = decode(problem, layout, result.x)
@@ -163,6 +182,14 @@ def milp_schedule(problem: LayerProblem, cfg: ScheduleCfg, best: ListSchedule, l
         proven = proven or _gap(best.makespan_s, lower) <= cfg.mip_gap
     status = "optimal" if proven or _gap(best.makespan_s, lower) <= cfg.mip_gap else "time_limit"
     return _from_list(problem, best, lower, status, backend, t0, fallback)
+
+
+def _bound_stop(stop_s: float | None, scale_s: float, modes: FixedModes | None) -> float | None:
+    """stop_s in the model's units; None where the model's bound could not prove it (it holds for all schedules only
+    up to modes.below_s)."""
+    if stop_s is None or (modes is not None and stop_s > modes.below_s):
+        return None
+    return stop_s / scale_s
 
 
 def _settings(cfg: ScheduleCfg | None) -> ScheduleCfg:
@@ -205,15 +232,18 @@ def prepare_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: 
 
 
 def schedule_layer(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: ScheduleCfg | None = None,
-                   prepared: Prepared | None = None) -> LayerSchedule:
+                   prepared: Prepared | None = None, stop_s: float | None = None) -> LayerSchedule:
     """Start time and mode of every operator of a view-free layer graph, minimising the makespan (from prepare_layer's
     `prepared` where given: the same schedule, without its list schedules and mode search again).
 
-    The result is checked (precedence and capacity at every instant) before it is returned or cached.
+    With `stop_s`, a MILP may stop once it proves no schedule shorter than that (milp_schedule): a "refuted" result
+    answers only that question and is not cached. The result is checked (precedence and capacity at every instant)
+    before it is returned or cached.
     """
     cfg = _settings(cfg)
     problem = prepared.problem if prepared is not None else LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)
     hit, store, key = _cached(problem, cfg)
     if hit is not None:
         return hit
-    return _checked(problem, solve_problem(problem, cfg, prepared), cfg, store, key)
+    schedule = solve_problem(problem, cfg, prepared, stop_s)
+    return _checked(problem, schedule, cfg, None if schedule.status == "refuted" else store, key)

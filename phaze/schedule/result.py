@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STATUSES = ("optimal", "time_limit", "heuristic")
+STATUSES = ("optimal", "time_limit", "heuristic", "refuted")
 """optimal: proven within the configured MIP gap (by the solver, or by the lower bound for the
 heuristic's schedule); time_limit: the solver's best schedule when time ran out, gap above target;
-heuristic: a list schedule with no optimality claim (only from `heuristic_schedule`)."""
+heuristic: a list schedule with no optimality claim (only from `heuristic_schedule`); refuted: the solver
+stopped once its bound reached the makespan it was asked to refute (schedule_layer's stop_s), so bound_s is
+what it answers and the schedule is only the best found by then (never cached, never a layer's latency)."""
 
 
 @dataclass(frozen=True, eq=False)

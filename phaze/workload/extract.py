@@ -147,6 +147,12 @@ _claims = None
 """The shared count of microbatch sizes taken so far (a spawned tracer's copy is set by _share_claims)."""
 
 
+_started_claims: list = []
+"""Every shared count handed to spawned tracers, kept for this process's life: a spawned process may still be
+starting when this one has traced every size and moved on, and a count collected before the spawned process reads
+it is unlinked (that process then fails with FileNotFoundError instead of finding no size left)."""
+
+
 def _share_claims(claims) -> None:
     global _claims
     _claims = claims
@@ -184,6 +190,7 @@ def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=
         start = time.perf_counter()
         context = multiprocessing.get_context("spawn")
         claims = context.Value("i", 0)
+        _started_claims.append(claims)
         n_helpers = min(processes, len(todo)) - 1
         pool = ProcessPoolExecutor(n_helpers, mp_context=context, initializer=_share_claims, initargs=(claims,))
         try:

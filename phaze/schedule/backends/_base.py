@@ -18,6 +18,7 @@ so this is negligible next to any relative gap and lets mip_gap=0 mean "optimal"
 class SolveStatus(enum.Enum):
     OPTIMAL = "optimal"          # proven within the requested gap
     TIME_LIMIT = "time_limit"    # stopped by the time limit, with an incumbent
+    BOUND_STOP = "bound_stop"    # stopped once its bound reached SolveParams.bound_stop (an incumbent or not)
     NO_SOLUTION = "no_solution"  # stopped by the time limit before any incumbent
     INFEASIBLE = "infeasible"
     SIZE_LIMIT = "size_limit"    # the licence cannot hold the model (Gurobi pip licence)
@@ -34,6 +35,9 @@ class SolveParams:
     """Deterministic effort limit (Gurobi work units, about a second of one core each): the same model
     stops at the same point on every run. Backends without one (HiGHS) take it as seconds, so a layer too large
     for Gurobi's size-limited licence gets about the same effort as one that fits (not deterministic)."""
+    bound_stop: float | None = None
+    """Stop as soon as the best bound reaches this objective value (model units): the caller asks only whether the
+    optimum is at least that. A termination test alone: a solve that never reaches it runs as it would without it."""
 
     @property
     def effort_s(self) -> float:

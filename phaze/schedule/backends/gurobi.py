@@ -102,6 +102,8 @@ class GurobiBackend(Backend):
                 m.Params.WorkLimit = float(params.work_limit)
             m.Params.Threads = int(params.threads)
             m.Params.Seed = 0
+            if params.bound_stop is not None:
+                m.Params.BestBdStop = float(params.bound_stop)
             if warm_start is not None:
                 x.Start = np.asarray(warm_start, dtype=np.float64)
             t0 = time.perf_counter()
@@ -114,6 +116,8 @@ class GurobiBackend(Backend):
             has_sol = m.SolCount > 0
             if m.Status == GRB.OPTIMAL and has_sol:
                 kind = SolveStatus.OPTIMAL
+            elif m.Status == GRB.USER_OBJ_LIMIT:  # BestBdStop, the only objective limit set
+                kind = SolveStatus.BOUND_STOP
             elif m.Status in (GRB.TIME_LIMIT, GRB.WORK_LIMIT, GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
                 kind = SolveStatus.TIME_LIMIT if has_sol else SolveStatus.NO_SOLUTION
             elif m.Status in (GRB.INFEASIBLE, GRB.INF_OR_UNBD):

@@ -55,6 +55,14 @@ class HighsBackend(Backend):
             sol = highspy.HighsSolution()
             sol.col_value = np.asarray(warm_start, dtype=np.float64).tolist()
             h.setSolution(sol)
+        if params.bound_stop is not None:
+            stop_at = float(params.bound_stop)
+
+            def bound_reached(event) -> None:
+                if event.data_out.mip_dual_bound >= stop_at:
+                    event.interrupt()
+
+            h.cbMipInterrupt.subscribe(bound_reached)
         t0 = time.perf_counter()
         h.run()
         wall = time.perf_counter() - t0
@@ -64,6 +72,8 @@ class HighsBackend(Backend):
         bound = float(info.mip_dual_bound)
         if status == highspy.HighsModelStatus.kOptimal and has_sol:
             kind = SolveStatus.OPTIMAL
+        elif status == highspy.HighsModelStatus.kInterrupt and params.bound_stop is not None and bound >= params.bound_stop:
+            kind = SolveStatus.BOUND_STOP
         elif status in _STOPPED:
             kind = SolveStatus.TIME_LIMIT if has_sol else SolveStatus.NO_SOLUTION
         elif status == highspy.HighsModelStatus.kInfeasible:
