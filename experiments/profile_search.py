@@ -85,6 +85,23 @@ def milp_closure(storage: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["status", "mip_gap", "solve_s"])
 
 
+def closure_line(milps: pd.DataFrame) -> str:
+    """How the run's layer MILPs ended: closed within the gap, stopped at the work limit, stopped on a refuted cut-off."""
+    if not len(milps):
+        return "No layer MILP ran."
+    scheduled = milps[milps.status != "refuted"]
+    refuted = milps[milps.status == "refuted"]
+    closed = (scheduled.status == "optimal").sum()
+    line = (f"Layer MILPs of the run without the profiler (from empty caches: none served by the schedule cache): {len(milps)}, "
+            f"median {milps.solve_s.median():.2f} s, max {milps.solve_s.max():.2f} s. Of the {len(scheduled)} that scheduled a "
+            f"layer, {closed} ({closed / max(len(scheduled), 1):.0%}) closed within schedule.mip_gap (median "
+            f"{scheduled.solve_s.median():.2f} s), the largest gap left {scheduled.mip_gap.max():.1%}")
+    if len(refuted):
+        line += (f"; {len(refuted)} stopped once their bound showed the point unable to beat the study (status refuted, "
+                 f"median {refuted.solve_s.median():.2f} s)")
+    return line + "."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overrides", nargs="*", default=["model=llama2", "hw=phaze_grid"])
@@ -110,10 +127,7 @@ def main() -> None:
         f"{plain_s:.0f} s of wall time without the profiler ({by_stage.sum():.0f} s of function time under cProfile, which "
         "slows pure Python most). Each function's own time by the stage its module belongs to, library code's by its callers':", "",
         table.to_markdown(floatfmt=".3g"), "",
-        f"Layer MILPs of the run without the profiler (from empty caches: none served by the schedule cache): {len(milps)}; "
-        f"closed within schedule.mip_gap: {(milps.status == 'optimal').sum()} ({(milps.status == 'optimal').mean():.0%}); "
-        f"median {milps.solve_s.median():.2f} s, max {milps.solve_s.max():.2f} s per MILP; largest gap left {milps.mip_gap.max():.1%}."
-        if len(milps) else "No layer MILP ran.", "",
+        closure_line(milps), "",
     ])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "search_profile.md").write_text(page)

@@ -276,16 +276,17 @@ def test_the_exact_front_is_the_exhaustive_grids_front(base, exhaustive, cost):
 
 
 def test_a_trial_reports_how_its_layer_milps_ended():
-    """Evaluation.milp_metrics, logged with every full evaluation: MILPs run, those left above the gap, the largest gap
-    and the median solve time."""
+    """Evaluation.milp_metrics, logged with every full evaluation: MILPs run, those left above the gap, those stopped on
+    a refuted cut-off (whose gap is no schedule's), the largest gap and the median solve time."""
     from phaze.schedule import LayerSchedule
     from phaze.search.evaluator import Evaluation
 
     def milp(status, gap, seconds):
         return LayerSchedule(1.0, np.zeros(1), np.zeros(1, dtype=bool), "gurobi", status, gap, seconds)
 
-    e = Evaluation({}, 0.0, 0.0, milps=(milp("optimal", 0.004, 0.5), milp("time_limit", 0.12, 4.0), milp("optimal", 0.0, 1.5)))
-    assert e.milp_metrics() == {"milp.count": 3, "milp.open": 1, "milp.max_gap": 0.12, "milp.median_s": 1.5}
+    e = Evaluation({}, 0.0, 0.0, milps=(milp("optimal", 0.004, 0.5), milp("time_limit", 0.12, 4.0), milp("optimal", 0.0, 1.5),
+                                        milp("refuted", 0.3, 0.25), milp("optimal", 0.0, 2.0)))
+    assert e.milp_metrics() == {"milp.count": 5, "milp.open": 1, "milp.refuted": 1, "milp.max_gap": 0.12, "milp.median_s": 1.5}
     assert Evaluation({}, 0.0, 0.0).milp_metrics() == {"milp.count": 0}
 
 
