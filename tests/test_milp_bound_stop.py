@@ -123,3 +123,15 @@ def test_searches_answer_as_they_would_with_milps_run_to_their_end(world, monkey
         assert found == (throughput_of(result) if exact else None)
         assert exact or throughput_of(result) <= beat
     assert any("refuted" in statuses for *_, statuses in with_stops)
+
+
+def test_a_stop_beyond_what_fixed_modes_let_the_bound_prove_is_not_asked():
+    """With the mode search's fixed modes the MILP's bound holds for every schedule only up to modes.below_s: a stop
+    above it could never be proven, so the solver is not given one (and runs as it would without a stop)."""
+    from phaze.schedule.layer import _bound_stop
+    from phaze.schedule.modes import FixedModes
+
+    modes = FixedModes(np.zeros(3, dtype=bool), np.zeros(3, dtype=bool), below_s=0.9)
+    assert _bound_stop(0.8, 2.0, modes) == 0.4 and _bound_stop(0.8, 2.0, None) == 0.4
+    assert _bound_stop(0.95, 2.0, modes) is None and _bound_stop(0.95, 2.0, None) == 0.475
+    assert _bound_stop(None, 2.0, None) is None
