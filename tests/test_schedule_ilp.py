@@ -170,3 +170,20 @@ def test_list_schedule_fills_an_earlier_gap():
     sched = list_schedule(problem, [0, 1, 2], "earliest_finish", np.array([False, True, False]))
     assert sched.start_s.tolist() == [0.0, 1e-3, 0.0]
     assert sched.makespan_s == pytest.approx(2e-3, rel=EXACT_REL)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=cases(max_ops=10, max_cores=4))
+def test_kept_list_schedules_are_the_schedules_of_their_content(case):
+    """listed_for keeps list schedules by content: the same problem built again gets the kept schedule, equal to a
+    fresh one, and other core counts get their own."""
+    from phaze.schedule.layer import heuristic_for, listed_for
+
+    problem = problem_of(case)
+    kept = listed_for(problem)
+    again = listed_for(problem_of(case))
+    fresh = heuristic_for(problem)
+    assert again is kept and same_schedule(kept, fresh) and kept.status == fresh.status and kept.bound_s == fresh.bound_s
+    graph, unit, single, parallel, n_tc, n_vc = case.args()
+    wider = LayerProblem.build(graph, unit, single, parallel, n_tc + 1, n_vc)
+    assert listed_for(wider) is not kept and same_schedule(listed_for(wider), heuristic_for(wider))

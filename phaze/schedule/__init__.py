@@ -8,7 +8,7 @@ checker.py replays any schedule and fails on a violation.
 from phaze.schedule.bounds import lower_bound_batch_s, lower_bound_s
 from phaze.schedule.checker import ScheduleError, check_schedule
 from phaze.schedule.instance import InfeasibleLayerError, LayerProblem
-from phaze.schedule.layer import Prepared, heuristic_for, listed_for, mode_bound_s, prepare_layer, schedule_layer
+from phaze.schedule.layer import Prepared, listed_for, mode_bound_s, prepare_layer, schedule_layer
 from phaze.schedule.result import LayerSchedule
 
 
