@@ -49,6 +49,11 @@ STOP_STEPS = 30
 """Placement DPs stop_for may run after its two ends: false position needs a handful; 30 halvings would reach 1e-9."""
 
 
+def value_now(value):
+    """A value to beat given as a number (or None), or as a callable returning the latest one."""
+    return value() if callable(value) else value
+
+
 def variant_graph(workloads: dict[int, Workload], variant: LayerVariant, tp: int, part: str):
     """The part's LayerGraph for a layer variant at TP width tp, or None when it was not extracted."""
     w = workloads[variant.mbs]
@@ -348,9 +353,12 @@ class LayerLatencies:
         first run up to its ILP: the mode search's bound alone may settle the placement, or it proves the layer; without
         it, and with `beat`, first raised to the mode search's bound, which may show the point unable to beat it), and
         place() runs again: usually a handful of layers, not all of them. With `beat`, it stops as soon as that
-        upper bound is at most `beat` (exact=False: the point cannot beat it).
+        upper bound is at most `beat` (exact=False: the point cannot beat it). `beat` may be a callable, read again
+        before every step (value_now): a value another search worker has found meanwhile then prunes at once.
         """
+        to_beat = beat
         while True:
+            beat = value_now(to_beat)
             result = place(self.values)
             if beat is not None and (result is None or not result.feasible or result.throughput_seq_s <= beat):
                 return result, not self._needed(result, self.unlisted | self.pending.keys())

@@ -135,3 +135,26 @@ def test_a_stop_beyond_what_fixed_modes_let_the_bound_prove_is_not_asked():
     assert _bound_stop(0.8, 2.0, modes) == 0.4 and _bound_stop(0.8, 2.0, None) == 0.4
     assert _bound_stop(0.95, 2.0, modes) is None and _bound_stop(0.95, 2.0, None) == 0.475
     assert _bound_stop(None, 2.0, None) is None
+
+
+def test_a_value_to_beat_read_again_prunes_as_soon_as_it_arrives(world):
+    """best() reads a callable `beat` before every step (a value another worker found meanwhile): a constant one
+    answers as the number does, and one that arrives after the first step stops the evaluation with fewer MILPs than
+    none at all."""
+    cfg, point, workloads, network, place, *_ = world
+    full = layer_latencies(cfg, point, workloads, network)
+    value = throughput_of(full.best(place)[0])
+    beat = 1.001 * value
+    as_number = layer_latencies(cfg, point, workloads, network).best(place, beat)
+    as_callable = layer_latencies(cfg, point, workloads, network).best(place, lambda: beat)
+    assert as_number[1] == as_callable[1] is False and throughput_of(as_number[0]) == throughput_of(as_callable[0]) <= beat
+    reads = []
+
+    def late() -> float | None:
+        reads.append(1)
+        return None if len(reads) <= 2 else beat
+
+    lazy = layer_latencies(cfg, point, workloads, network)
+    result, exact = lazy.best(place, late)
+    assert not exact and throughput_of(result) <= beat and len(reads) > 2
+    assert len(lazy.milps) < len(full.milps)

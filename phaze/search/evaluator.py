@@ -20,7 +20,7 @@ from phaze.config import models_of, preset_hw
 from phaze.cost.network import Network
 from phaze.hardware.space import describe_points, enumerate_space, point_axes, reference_point
 from phaze.cost.chip import COST_COLUMNS
-from phaze.pipeline import LayerLatencies, PlacementSetup, layer_latencies, load_workloads, placement_inputs, placer, variants_of
+from phaze.pipeline import LayerLatencies, PlacementSetup, layer_latencies, load_workloads, placement_inputs, placer, value_now, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.placement.kept import Kept
 from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
@@ -243,9 +243,10 @@ class ModelEvaluator:
         schedule lower bounds elsewhere: place() once the layers it uses are list-scheduled, before any ILP."""
         return throughput_of(self.layers(index, point).listed_bound(place))
 
-    def solve(self, index: int, point: pd.DataFrame, place, beat: float | None = None) -> tuple[PlacementResult | None, bool, float, tuple]:
+    def solve(self, index: int, point: pd.DataFrame, place, beat=None) -> tuple[PlacementResult | None, bool, float, tuple]:
         """place() on the point's layers, scheduled as far as it needs them (or until it is shown unable
-        to beat `beat`); (result, exact, scheduling seconds, the layer schedules that went past the list schedule)."""
+        to beat `beat`, a value or a callable returning the latest one); (result, exact, scheduling seconds, the layer
+        schedules that went past the list schedule)."""
         fresh = self.signature(index) not in self._layers
         layers = self.layers(index, point)
         before, milps_before = (0.0, 0) if fresh else (layers.solve_s, len(layers.milps))
@@ -420,23 +421,25 @@ class SpaceEvaluator:
         cut = len(upper) * beat - (upper.sum() - upper[k])
         return float(cut) if cut > 0 else None
 
-    def evaluate(self, index: int, beat: float | None = None) -> Evaluation:
+    def evaluate(self, index: int, beat=None) -> Evaluation:
         """Schedule the layers the placement needs on the point (the ILPs) and place every model (the DP).
 
         With `beat`, layers are scheduled one at a time, model by model (largest bound first), and the
         evaluation stops as soon as the models' results and the others' bounds cannot beat it (exact=False;
-        its throughput is then that upper bound on the mean)."""
+        its throughput is then that upper bound on the mean). `beat` may be a callable returning the latest value to
+        beat (pipeline.value_now), read before every layer step."""
         start = time.perf_counter()
         point = self.point(index)
         upper = self.upper_bounds(index)
         results, stopped, ilp_s, milps = {}, False, 0.0, ()
         for k in np.argsort(-upper, kind="stable").tolist():
             m = self.models[k]
-            results[m.name], done, solve_s, solved = m.solve(index, point, m.placer(point, self.fixed_placement), self._cut(upper, k, beat))
+            cut = (lambda known=upper.copy(), k=k: self._cut(known, k, value_now(beat))) if callable(beat) else self._cut(upper, k, beat)
+            results[m.name], done, solve_s, solved = m.solve(index, point, m.placer(point, self.fixed_placement), cut)
             upper[k] = throughput_of(results[m.name])
             ilp_s += solve_s
             milps += solved
-            if not done or (len(results) < len(upper) and self._cannot_beat(upper, beat)):
+            if not done or (len(results) < len(upper) and self._cannot_beat(upper, value_now(beat))):
                 self.models_skipped += len(upper) - len(results)
                 stopped = True
                 break

@@ -162,6 +162,19 @@ class Objective:
 
         return passed_over
 
+    def latest_beat(self, study: optuna.Study, index: int, known: float | None):
+        """The value to beat as a callable that reads the study's best again (several workers): a trial started before
+        another worker finished a better point prunes with it from its next layer step, instead of running its MILPs to
+        the end against the value it started with (or none)."""
+        def now() -> float | None:
+            try:
+                best = to_beat(self.cfg, study.best_value) / self.scale(index)
+            except ValueError:  # no trial completed yet
+                return known
+            return best if known is None else max(known, best)
+
+        return now
+
     def beat(self, done: list[optuna.trial.FrozenTrial], index: int) -> float | None:
         """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
         if self.multi or not done:
@@ -176,8 +189,8 @@ class Objective:
         if self.claims is not None:
             self.own(trial, index)
         study = trial.study
-        # One snapshot of the finished points per trial: a best value found meanwhile by another
-        # worker only makes the pruning below less aggressive, never wrong.
+        # One snapshot of the finished points per trial for its bounds: a best value found meanwhile by another
+        # worker only makes that pruning less aggressive, never wrong (the evaluation reads the latest: latest_beat).
         done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         for prev in done:
             if prev.params.get(POINT_PARAM) == index:  # samplers may propose a point twice: reuse its value
@@ -197,7 +210,10 @@ class Objective:
             listed = self.ev.schedule_bound(index, self.beat(done, index)) * self.scale(index)
             if self.dominated(done, index, listed):
                 self._pruned(trial, index, "schedule_bound", listed)
-        evaluation = self.ev.evaluate(index, self.beat(done, index) if self.prune else None)
+        beat = self.beat(done, index) if self.prune else None
+        if self.prune and not self.multi and int(self.cfg.search.n_workers) > 1:
+            beat = self.latest_beat(study, index, beat)
+        evaluation = self.ev.evaluate(index, beat)
         trial.set_user_attr("full_eval", True)  # ILPs and DP ran, whether or not the point is then pruned
         if evaluation.milps:
             trial.set_user_attr(MILPS_ATTR, [[m.status, m.mip_gap, m.solve_s] for m in evaluation.milps])
