@@ -225,12 +225,8 @@ class LayerLatencies:
         if isinstance(outcome, LayerSchedule):
             self._resolve(key, outcome)
             return
-        for twin in self._twins[key]:
-            if twin in self.pending:
-                vi, ti, part, direction = twin
-                field = f"{direction}_s"
-                self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], outcome.lower_s)
-                self.prepared[twin] = outcome
+        for twin in self._raise(key, outcome.lower_s):
+            self.prepared[twin] = outcome
 
     def bound_modes(self, key: tuple) -> None:
         """Raise a pending entry (and its twins) to the largest makespan the mode search refutes below its list schedule."""
@@ -239,21 +235,24 @@ class LayerLatencies:
         field = f"{direction}_s"
         bound = mode_bound_s(*self.pending[key], *self.cores, float(self.values[part][field][vi, ti]), self.listed_s[key])
         self.solve_s += time.perf_counter() - start
-        for twin in self._twins[key]:
-            if twin in self.pending:
-                vi, ti, part, direction = twin
-                self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], bound)
-                self.mode_bounded.add(twin)
+        self.mode_bounded.update(self._raise(key, bound))
 
     def _refute(self, key: tuple, sched: LayerSchedule) -> None:
         """A pending entry's MILP stopped on its bound (status "refuted"): it and its twins stay pending, raised to it."""
         self.milps.append(sched)
-        for twin in self._twins[key]:
-            if twin in self.pending:
-                vi, ti, part, direction = twin
-                field = f"{direction}_s"
-                self.values[part][field][vi, ti] = max(self.values[part][field][vi, ti], sched.bound_s)
-                self.refuted.add(twin)
+        self.refuted.update(self._raise(key, sched.bound_s))
+
+    def _raise(self, key: tuple, bound_s: float) -> list[tuple]:
+        """Raise a pending entry and its pending twins to a proven lower bound (never lowered); returns those twins."""
+        twins = self._pending_twins(key)
+        for vi, ti, part, direction in twins:
+            field = self.values[part][f"{direction}_s"]
+            field[vi, ti] = max(field[vi, ti], bound_s)
+        return twins
+
+    def _pending_twins(self, key: tuple) -> list[tuple]:
+        """The entry and its twins that are still pending (they share its graph, width and direction)."""
+        return [t for t in self._twins[key] if t in self.pending]
 
     def stop_for(self, place, key: tuple, beat: float | None) -> float | None:
         """The least makespan of the pending `key` (its twins alike) from which place() cannot beat `beat`, between its
@@ -263,7 +262,7 @@ class LayerLatencies:
         round-off: the MILP then runs to its end)."""
         if beat is None or key in self.refuted:
             return None
-        twins = [t for t in self._twins[key] if t in self.pending]
+        twins = self._pending_twins(key)
         kept = [float(self.values[part][f"{d}_s"][vi, ti]) for vi, ti, part, d in twins]
 
         def excess(makespan_s: float) -> float:

@@ -168,7 +168,7 @@ class Objective:
         the end against the value it started with (or none)."""
         def now() -> float | None:
             try:
-                best = to_beat(self.cfg, study.best_value) / self.scale(index)
+                best = self.beat_of(study.best_value, index)
             except ValueError:  # no trial completed yet
                 return known
             return best if known is None else max(known, best)
@@ -179,7 +179,11 @@ class Objective:
         """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
         if self.multi or not done:
             return None
-        return to_beat(self.cfg, max(t.value for t in done)) / self.scale(index)
+        return self.beat_of(max(t.value for t in done), index)
+
+    def beat_of(self, best_value: float, index: int) -> float:
+        """The throughput the point must exceed to improve on the study's best objective value."""
+        return to_beat(self.cfg, best_value) / self.scale(index)
 
     def __call__(self, trial: optuna.Trial):
         for key, value in trial.user_attrs.items():  # a retried trial inherits its dead original's attributes
