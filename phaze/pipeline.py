@@ -477,6 +477,7 @@ class PlacementSetup:
             part_names=("pre",) + tuple(f"{'dense' if part == DENSE else 'layer'}{i}" for i, part in enumerate(any_w.blocks)) + ("post",),
             step_model=cfg.train.step_model, overlap_grad_reduce=bool(cfg.train.overlap_grad_reduce),
             overlap_param_gather=bool(cfg.train.overlap_param_gather),
+            serial_zero3_collectives=bool(cfg.train.serial_zero3_collectives),
             update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
             overlap_slowdown=float(cfg.hw.overlap_slowdown),
         )

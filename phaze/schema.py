@@ -291,6 +291,9 @@ class TrainCfg:
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
     tp_comm_async: bool = False
+    # ZeRO-3's overlapped parameter gathers and gradient reductions share one communicator, which runs one collective
+    # at a time: the backward's gathers and reductions take turns on one stream (PyTorch FSDP, Megatron-FSDP).
+    serial_zero3_collectives: bool = False
     # Megatron-LM's pipeline scatter/gather: without sequence parallelism each TP rank sends 1/t of the replicated
     # activation and the next stage all-gathers it over its node's links (Narayanan et al. 2021 §4.1).
     p2p_scatter_gather: bool = False

@@ -93,6 +93,7 @@ CASES = [
     (["train.grad_bytes_per_elem=3"], "train.grad_bytes_per_elem", "2, 4"),
     (["train.update_bytes_per_param=-1"], "train.update_bytes_per_param", ">= 0"),
     (["placement.sp=maybe"], "placement.sp", "bool"),
+    (["train.serial_zero3_collectives=sometimes"], "train.serial_zero3_collectives", "bool"),
     (["placement.vp=-1"], "placement.vp", ">= 0"),
     (["train=megatron", "train.tp_widths=[1,2]", "placement.cp=3"], "placement.cp", "allowed: [1, 2, 4"),
     (["train=megatron", "train.tp_widths=[1,2]", "placement.cp=2", "train.attention=eager"], "placement.cp", "flash"),

@@ -13,8 +13,10 @@ import torch
 from phaze.cost.latency import collective_s
 from phaze.cost.network import Network
 from phaze.placement import PlacementInput, evaluate_fixed
-from phaze.placement.dp import TL_FIELDS, TL_RBL, TL_XBL, extend_stage, new_stage, stage_core_s
-from phaze.placement.memory import state_bytes_per_param_byte
+from phaze.placement.dp import (
+    TIMELINE_FLOW_SHOP, TIMELINE_ONE_STREAM, TL_FIELDS, TL_GB, TL_RBL, TL_RBM, TL_XBL, extend_stage, new_stage, stage_core_s,
+)
+from phaze.placement.memory import state_bytes_per_param_byte, transient_part_copies
 from phaze.placement.plan import interleaved_chunk_inflight, interleaved_inflight
 from phaze.placement.stepcomm import timeline_arrays
 from phaze.schedule.streams import StreamOptions, stream_makespan
@@ -50,6 +52,17 @@ def test_sixteen_bytes_per_parameter_of_zero_paper_and_nemo_master_remainders():
     assert mult * 2 == pytest.approx(2 + 4 + 10 / SHARDS)
     with pytest.raises(ValueError, match="placement.zero"):
         state_bytes_per_param_byte("adam", 2, 4, SHARDS)
+
+
+@pytest.mark.parametrize("zero, grad_bytes, buffer_bytes_per_param", [
+    (0, 2, 0), (1, 4, 0),                         # nothing unsharded beyond the weights and gradients counted above
+    (2, 2, 2), (2, 4, 4),                         # the part being reduce-scattered: its full gradients
+    (3, 2, 2 + 2 * 2), (3, 4, 4 + 2 * 2),         # + the bf16 weights of the part computing and of the one prefetched
+])
+def test_zero_buffers_hold_gradients_in_the_precision_they_are_reduced_in(zero, grad_bytes, buffer_bytes_per_param):
+    """ZeRO-2/3's unsharded buffers per parameter of the largest part, bf16 weights: fp32-reduced gradients (Megatron,
+    torchtitan's default mixed_precision_reduce) take 4 bytes each in the buffer being reduce-scattered."""
+    assert transient_part_copies(zero, grad_bytes / 2) * 2 == pytest.approx(buffer_bytes_per_param, rel=1e-12)
 
 
 # --- activation bytes per layer (Korthikanti et al. 2022, Eq. 1-2 and §5, 16-bit activations, 1-byte dropout masks)
@@ -170,6 +183,28 @@ def test_reduction_that_fits_under_backward_exposes_only_the_last_bucket():
 def test_reduction_slower_than_backward_is_exposed_by_the_difference():
     # buckets queue: the last of 4 ends at b + 4 a, the backward at 4 b: exposed 4 a - 3 b
     assert exposed_reduction_s(1.0, 3.0, 4) == pytest.approx(4 * 3.0 - 3 * 1.0, rel=1e-12)
+
+
+def zero3_backward_s(timeline: int, gather_s: float, compute_s: float, reduce_s: float, parts: int) -> float:
+    """A microbatch's load of one stage of `parts` equal parts with nothing but their backward, each prefetching its
+    gather under the backward before it and reducing its gradients under the one after it."""
+    zeros = np.zeros((1, parts))
+    tl = np.zeros((len(TL_FIELDS), 1, parts))
+    tl[TL_GB], tl[TL_RBM] = gather_s, reduce_s
+    st = new_stage()
+    for j in range(parts):
+        extend_stage(st, 0, j, zeros, np.full((1, parts), compute_s), zeros, zeros, zeros, tl, False, True, timeline)
+    return stage_core_s(st, 0.0, False, True, timeline)[0]
+
+
+def test_fsdp_gathers_and_reductions_take_turns_on_one_stream():
+    """Three parts, gathers 2 s, backward 3 s, reductions 2 s. On two streams: gathers at 0-2, 2-4, 4-6, the backward
+    2-5, 5-8, 8-11, reductions 5-7, 8-10, 11-13. On FSDP's one communicator, in its order G3 G2 R3 G1 R2 R1: G3 0-2,
+    G2 2-4, R3 5-7 (after its backward 2-5), G1 7-9, R2 9-11 (backward 5-8), backward of part 1 9-12, R1 12-14."""
+    assert zero3_backward_s(TIMELINE_FLOW_SHOP, 2.0, 3.0, 2.0, 3) == pytest.approx(13.0, rel=1e-12)
+    assert zero3_backward_s(TIMELINE_ONE_STREAM, 2.0, 3.0, 2.0, 3) == pytest.approx(14.0, rel=1e-12)
+    # when the backward is long enough both hide every collective but the first gather and the last reduction
+    assert zero3_backward_s(TIMELINE_ONE_STREAM, 1.0, 5.0, 1.0, 3) == pytest.approx(1.0 + 3 * 5.0 + 1.0, rel=1e-12)
 
 
 def test_zero0_reduction_is_one_gradient_all_reduce_per_part():

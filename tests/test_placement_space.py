@@ -1,6 +1,6 @@
 """The placement DP over the enlarged space (layer variants with sequence and context parallelism and TP
 overlap, none / selective / full recompute, ZeRO 0-3, interleaving, the timeline step with its
-overlaps) against brute force on small random instances."""
+overlaps, ZeRO-3's collectives on one stream or two) against brute force on small random instances."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def modern_chains(draw, max_parts=4, parts=None):
         seq_len=32, hbm_bytes=hbm_bytes, network=network, optimizer=optimizer,
         recompute_granularity=draw(st.sampled_from(["layer", "stage"])), step_model=draw(st.sampled_from(["timeline", "phaze"])),
         overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
-        update_bytes_per_param_byte=draw(st.sampled_from([0.0, 14.0])), hbm_bytes_s=draw(st.sampled_from([50.0, 500.0])),
+        serial_zero3_collectives=draw(st.booleans()), update_bytes_per_param_byte=draw(st.sampled_from([0.0, 14.0])), hbm_bytes_s=draw(st.sampled_from([50.0, 500.0])),
         p2p_scatter_gather=draw(st.booleans()),
     )
 

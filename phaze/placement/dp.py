@@ -48,8 +48,13 @@ opt: the optimizer update of the part's (shard of) weights."""
 
 # Stage accumulator: sums and flow-shop makespans of a stage i..j, extended one part at a time.
 (S_F, S_B, S_P, S_S, S_SI, S_RB, S_PMAX, S_FSM, S_GM, S_FSH, S_GH, S_H2M, S_M3M, S_RM, S_H2L, S_M3L, S_RL,
- S_OPT) = range(18)
-STATE_SIZE = 18
+ S_OPT, S_GPM, S_GPL) = range(20)
+STATE_SIZE = 20
+
+TIMELINE_OFF, TIMELINE_FLOW_SHOP, TIMELINE_ONE_STREAM = 0, 1, 2
+"""The kernels' step model: PHAZE's (no timeline); the timeline with the backward's gathers and reductions each on a
+stream of its own (a three-machine flow shop); or with both on one stream, in the order PyTorch FSDP issues them
+(`_one_stream_backward`)."""
 
 
 @njit(cache=True)
@@ -120,15 +125,36 @@ def extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timelin
     st[S_GM] += tl[TL_GF, wi, j]
     st[S_FSH] = max(st[S_FSH], st[S_GH] + tl[TL_GH, wi, j]) + f + tl[TL_XH, wi, j]
     st[S_GH] += tl[TL_GH, wi, j]
-    # backward: gathers -> compute -> reductions, the new part first (three-machine flow shop, prepended)
+    # backward: gathers -> compute -> reductions, the new part first (prepended)
     rec = f if (rcs and per_layer) else 0.0
-    st[S_H2M] = b + rec + tl[TL_XB, wi, j] + max(tl[TL_RBM, wi, j] + st[S_RM], st[S_H2M])
-    st[S_M3M] = tl[TL_GB, wi, j] + max(st[S_M3M], st[S_H2M])
-    st[S_RM] += tl[TL_RBM, wi, j]
-    st[S_H2L] = b + rec + tl[TL_XBL, wi, j] + max(tl[TL_RBL, wi, j] + st[S_RL], st[S_H2L])
-    st[S_M3L] = tl[TL_GB, wi, j] + max(st[S_M3L], st[S_H2L])
-    st[S_RL] += tl[TL_RBL, wi, j]
+    if timeline == TIMELINE_ONE_STREAM:
+        _one_stream_backward(st, S_RM, S_H2M, S_GPM, S_M3M, tl[TL_RBM, wi, j], b + rec + tl[TL_XB, wi, j], tl[TL_GB, wi, j])
+        _one_stream_backward(st, S_RL, S_H2L, S_GPL, S_M3L, tl[TL_RBL, wi, j], b + rec + tl[TL_XBL, wi, j], tl[TL_GB, wi, j])
+    else:  # three-machine flow shop
+        st[S_H2M] = b + rec + tl[TL_XB, wi, j] + max(tl[TL_RBM, wi, j] + st[S_RM], st[S_H2M])
+        st[S_M3M] = tl[TL_GB, wi, j] + max(st[S_M3M], st[S_H2M])
+        st[S_RM] += tl[TL_RBM, wi, j]
+        st[S_H2L] = b + rec + tl[TL_XBL, wi, j] + max(tl[TL_RBL, wi, j] + st[S_RL], st[S_H2L])
+        st[S_M3L] = tl[TL_GB, wi, j] + max(st[S_M3L], st[S_H2L])
+        st[S_RL] += tl[TL_RBL, wi, j]
     st[S_OPT] += tl[TL_OPT, wi, j]
+
+
+@njit(cache=True)
+def _one_stream_backward(st, comm, compute, pending, span, reduce_s, compute_s, gather_s):
+    """Prepend a part to a stage's backward whose gathers and reductions share one stream (one NCCL communicator runs
+    one collective at a time: PyTorch FSDP and Megatron-FSDP by default). FSDP's order on that stream, over the parts
+    n..1 of the backward: G(n), G(n-1), R(n), G(n-2), R(n-1), ..., G(1), R(2), R(1), the gather of a part prefetched
+    as the backward of the one after it starts, its reduction issued when its backward ends; a part's backward waits
+    for its gather and for the part after it. Seen backwards in time (the same makespan), the new part k comes last:
+    its reduction R(k) and then the previous part's gather G(k+1) join the stream, its compute follows R(k) and the
+    previous compute, and its own gather waits (`pending`) for the next part's reduction. `comm` / `compute` hold the
+    stream's and the compute's finishing times, `span` the stage's backward makespan."""
+    after_reduce = st[comm] + reduce_s
+    st[comm] = max(after_reduce, st[compute]) + st[pending]
+    st[compute] = max(st[compute], after_reduce) + compute_s
+    st[pending] = gather_s
+    st[span] = max(st[comm], st[compute]) + gather_s
 
 
 @njit(cache=True)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phaze.cost.network import Network
-from phaze.placement.memory import state_bytes_per_param_byte, state_components
+from phaze.placement.dp import TIMELINE_FLOW_SHOP, TIMELINE_OFF, TIMELINE_ONE_STREAM
+from phaze.placement.memory import state_bytes_per_param_byte, state_components, transient_part_copies
 
 OPTIMIZERS = ("sgd", "adam", "none")
 """none: inference, no gradients to keep or reduce (train=inference)."""
@@ -133,6 +134,9 @@ class PlacementInput:
     """The framework reduces gradients bucket by bucket under the backward (timeline step)."""
     overlap_param_gather: bool = False
     """The framework prefetches ZeRO parameter gathers under compute (timeline step)."""
+    serial_zero3_collectives: bool = False
+    """ZeRO-3's overlapped gathers and reductions share one communicator, which runs one collective at a time (PyTorch
+    FSDP, Megatron-FSDP by default): the backward's flow shop then has one communication stream (phaze.placement.dp)."""
     grad_bytes_per_elem: int = 0
     """Bytes of one gradient element, kept and reduced (0: the training precision's bytes_per_elem)."""
     master_bytes_per_param: int = 0
@@ -236,6 +240,24 @@ class PlacementInput:
     def grad_bytes_per_param_byte(self) -> float:
         """Gradient bytes (what the data-parallel group reduces) per byte of weights."""
         return (self.grad_bytes_per_elem or self.bytes_per_elem) / self.bytes_per_elem
+
+    def timeline_mode(self, zero: int) -> int:
+        """The kernels' step model for ZeRO stage `zero` (phaze.placement.dp.TIMELINE_*)."""
+        if self.step_model != "timeline":
+            return TIMELINE_OFF
+        one_stream = zero >= 3 and self.serial_zero3_collectives and self.overlap_param_gather
+        return TIMELINE_ONE_STREAM if one_stream else TIMELINE_FLOW_SHOP
+
+    def transient_copies(self, zero: int) -> float:
+        """ZeRO's unsharded per-part buffers, in bytes per byte of the largest part's weights (phaze.placement.memory)."""
+        return transient_part_copies(zero, self.grad_bytes_per_param_byte)
+
+    def step_comm_options(self) -> dict:
+        """The framework's precisions, overlaps and update cost that shape a step's timeline arrays
+        (phaze.placement.stepcomm.step_arrays), whatever the plan."""
+        return dict(grad_bytes_per_param_byte=self.grad_bytes_per_param_byte, overlap_grad_reduce=self.overlap_grad_reduce,
+                    overlap_param_gather=self.overlap_param_gather, update_bytes_per_param_byte=self.update_bytes_per_param_byte,
+                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown)
 
     @property
     def per_layer_recompute(self) -> bool:

@@ -28,11 +28,19 @@ NeMo's `store_param_remainders`, NVIDIA/NeMo megatron_base_model.py setup_optimi
 ZERO_STAGES = (0, 1, 2, 3)
 """0: replicated; 1: optimizer state sharded (Megatron's distributed optimizer); 2: + gradients; 3: + weights (FSDP full shard)."""
 
-ZERO_TRANSIENT_PART_COPIES = {0: 0.0, 1: 0.0, 2: 1.0, 3: 3.0}
+ZERO_TRANSIENT_GRADIENT_COPIES = {0: 0.0, 1: 0.0, 2: 1.0, 3: 1.0}
+ZERO_TRANSIENT_WEIGHT_COPIES = {0: 0.0, 1: 0.0, 2: 0.0, 3: 2.0}
 """Unsharded per-part buffers a device holds on top of its shards, in copies of the largest part's
-weights: ZeRO-2 the full gradients of the part being reduce-scattered; ZeRO-3 those plus the gathered
-weights of the part computing and of the one prefetched (PyTorch FSDP gathers one layer ahead:
+gradients and weights: ZeRO-2 and 3 the full gradients of the part being reduce-scattered; ZeRO-3 also the
+gathered weights of the part computing and of the one prefetched (PyTorch FSDP gathers one layer ahead:
 Zhao et al. 2023, arXiv 2304.11277, §3.3 'forward/backward prefetching')."""
+
+
+def transient_part_copies(zero: int, grad_bytes_per_param_byte: float = 1.0) -> float:
+    """Bytes of the unsharded per-part buffers per byte of the largest part's weights, the gradient copies in the
+    precision the gradients are reduced in (fp32 gradients of bf16 weights: 2 bytes per weight byte)."""
+    return ZERO_TRANSIENT_GRADIENT_COPIES[zero] * grad_bytes_per_param_byte + ZERO_TRANSIENT_WEIGHT_COPIES[zero]
+
 
 def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, master_bytes_per_param: int | None = None) -> float:
     """Optimizer-state bytes per byte of weights (0 for SGD, 12 / bytes for mixed-precision Adam; a master copy of

@@ -26,7 +26,6 @@ from phaze.placement.dp import (
     stage_core_s, stage_memory_bytes, stage_recomputes,
 )
 from phaze.placement.inputs import PlacementInput
-from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
 from phaze.placement.stepcomm import replicas_within, timeline_arrays
 from phaze.placement.timing import batch_time_s, pipeline_in_one_node
 
@@ -191,11 +190,8 @@ def plan_timeline(inp: PlacementInput, plan: Plan, prm: np.ndarray, widths: np.n
     """The timeline arrays of the plan's ZeRO stage, data-parallel group and framework overlaps."""
     return timeline_arrays(
         prm, widths, inp.network, zero=plan.zero, dp=plan.dp, cp=plan.cp,
-        replicas=replicas_within(inp.network, plan.dp, same_pipeline_devices),
-        grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
-        overlap_grad_reduce=inp.overlap_grad_reduce, overlap_param_gather=inp.overlap_param_gather,
-        update_bytes_per_param_byte=inp.update_bytes_per_param_byte, hbm_bytes_s=inp.hbm_bytes_s,
-        expert=expert, ep=plan.ep, overlap_slowdown=inp.overlap_slowdown,
+        replicas=replicas_within(inp.network, plan.dp, same_pipeline_devices), expert=expert, ep=plan.ep,
+        **inp.step_comm_options(),
     )
 
 
@@ -210,10 +206,10 @@ def evaluate_plan(inp: PlacementInput, plan: Plan) -> PlanCost:
     pp, vp = plan.pp, plan.vp
     k_pipe = plan.devices_per_pipeline
     same_node = pipeline_in_one_node(k_pipe, inp.network.node_size)
-    timeline = inp.step_model == "timeline"
+    timeline = inp.timeline_mode(plan.zero)
     shards = plan.dp * plan.cp
     mult = inp.state_mult(plan.zero, shards)
-    transient = ZERO_TRANSIENT_PART_COPIES[plan.zero]
+    transient = inp.transient_copies(plan.zero)
     per_layer = inp.per_layer_recompute
     full = plan.recompute == "full"
     widths = inp.tp_values.astype(np.int64)

@@ -44,7 +44,7 @@ def _insert(front: list, point: tuple) -> None:
 def pareto_fronts(inp, config, chain, group: Group, k_max) -> dict[tuple[int, int], list]:
     """{(q, k): Pareto points (L, Z, stage, child)} for the whole chain in q stages on k devices."""
     n = inp.num_parts
-    timeline = inp.step_model == "timeline"
+    timeline = inp.timeline_mode(config.zero)
     per_layer = inp.per_layer_recompute
     full = config.recompute == "full"
     mult, transient = _state(inp, config, group)

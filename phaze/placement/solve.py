@@ -33,7 +33,6 @@ from phaze.placement.check import PlacementCheckError, check_result
 from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
 from phaze.placement.kept import Kept
-from phaze.placement.memory import ZERO_TRANSIENT_PART_COPIES
 from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, interleaved_chunk_inflight, recompute_mode
 from phaze.placement.result import PlacementResult, result_from_cost
 from phaze.placement.stepcomm import replicas_within, timeline_arrays
@@ -243,7 +242,7 @@ def _state(inp: PlacementInput, config: Config, group: Group) -> tuple[float, fl
         return inp.state_mult(), 0.0
     d = group.replicas[0][0]
     cp = int(inp.cp_values[config.vi])
-    return inp.state_mult(config.zero, d * cp), ZERO_TRANSIENT_PART_COPIES[config.zero]
+    return inp.state_mult(config.zero, d * cp), inp.transient_copies(config.zero)
 
 
 def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -> np.ndarray:
@@ -253,10 +252,7 @@ def _timeline(inp: PlacementInput, config: Config, chain: Chain, group: Group) -
         return np.zeros((len(dp.TL_FIELDS), *chain.prm.shape))
     return timeline_arrays(
         chain.prm, chain.tp, inp.network, zero=config.zero, dp=group.replicas[0][0], cp=int(inp.cp_values[config.vi]),
-        replicas=group.replicas_within, grad_bytes_per_param_byte=inp.grad_bytes_per_param_byte,
-        overlap_grad_reduce=inp.overlap_grad_reduce,
-        overlap_param_gather=inp.overlap_param_gather, update_bytes_per_param_byte=inp.update_bytes_per_param_byte,
-        hbm_bytes_s=inp.hbm_bytes_s, expert=chain.exp, ep=int(inp.ep_values[config.vi]), overlap_slowdown=inp.overlap_slowdown,
+        replicas=group.replicas_within, expert=chain.exp, ep=int(inp.ep_values[config.vi]), **inp.step_comm_options(),
     )
 
 
@@ -316,7 +312,7 @@ def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound,
     while True:
         out_l, out_p, out_c, ok = dp.pareto_fronts(
             *_kernel_args(inp, config, chain, group), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
-            inp.per_layer_recompute, inp.step_model == "timeline", int(group.cap), int(q_max), int(k_units), rep_k, rep_m,
+            inp.per_layer_recompute, inp.timeline_mode(config.zero), int(group.cap), int(q_max), int(k_units), rep_k, rep_m,
             float(bound), int(front_cap),
         )
         if ok:
@@ -639,7 +635,7 @@ def least_memory_bytes(inp: PlacementInput, config: Config, arrays: SplitArrays,
     rebuild, part_max = np.full(pp, -np.inf), np.full(pp, -np.inf)
     np.maximum.at(rebuild, split.rank, np.where(rcs & inp.per_layer_recompute, c["rebuild"], 0.0))
     np.maximum.at(part_max, split.rank, c["prm_max"])
-    return memory + rebuild + ZERO_TRANSIENT_PART_COPIES[config.zero] * part_max
+    return memory + rebuild + inp.transient_copies(config.zero) * part_max
 
 
 def stage_comm_floor_s(tl: np.ndarray, wi: int, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -735,7 +731,7 @@ def rebuild(inp: PlacementInput, best: Candidate) -> Plan:
     unit = int(np.gcd.reduce(chain.widths))
     stages, ok = dp.reconstruct(
         *_kernel_args(inp, config, chain, best.group), _timeline(inp, config, chain, best.group), chain.widths // unit, mult, transient,
-        float(inp.hbm_bytes), config.recompute == "full", inp.per_layer_recompute, inp.step_model == "timeline",
+        float(inp.hbm_bytes), config.recompute == "full", inp.per_layer_recompute, inp.timeline_mode(config.zero),
         int(best.group.cap), best.stages, best.devices_per_pipeline // unit, best.load_s, best.tail,
     )
     if not ok:
@@ -780,14 +776,15 @@ def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=N
 
 
 def warm_up() -> None:
-    """Compile (or load from the Numba cache) every kernel once, on a two-part chain, in both step models."""
+    """Compile (or load from the Numba cache) every kernel once, on a two-part chain, in every step model (dp.TIMELINE_*)."""
     from phaze.cost.network import Network
 
     ones = np.ones((1, 1, 2))
-    for step_model in ("phaze", "timeline"):
+    for step_model, zero in (("phaze", 0), ("timeline", 0), ("timeline", 3)):
         inp = PlacementInput(
             mbs_values=[1], tp_values=[1], fwd_s=ones, bwd_s=ones, tp_comm_fwd_s=0 * ones, tp_comm_bwd_s=0 * ones,
             param_bytes=ones, saved_bytes=ones, input_bytes=ones, output_bytes=ones, num_pre=0, num_layers=2,
             devices=2, global_batch=2, seq_len=1, hbm_bytes=1e3, network=Network(2, 2, 1.0, 1.0), step_model=step_model,
+            overlap_param_gather=True, serial_zero3_collectives=True,
         )
-        optimize(inp)
+        optimize(inp, space=Space(zero=(zero,)))
