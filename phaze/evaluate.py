@@ -19,6 +19,7 @@ import pandas as pd
 import hydra
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.kernels import start_warm_up
 from phaze.config_check import check_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point, explain
@@ -74,6 +75,7 @@ def main(cfg) -> None:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    start_warm_up()
     result = evaluate_point(cfg, points)
     if result is None:
         print(f"no placement of {cfg.model.name} fits {cfg.cluster.devices} x {cfg.hw.name}", file=sys.stderr)

@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.config import attach_models, models_of
 from phaze.config_check import checked, run_cli
+from phaze.kernels import start_warm_up
 from phaze.report.breakdown import best_explanations, breakdown_figure
 from phaze.report.study import display_table, final_table, history_figure, scatter_figure
 from phaze.report.timeline import timeline_figure
@@ -40,6 +41,7 @@ def phaze_world(cfg) -> bool:
 def main(cfg) -> None:
     cfg = attach_models(cfg, HydraConfig.get().overrides.task)
     checked(cfg)
+    start_warm_up()
     model_metrics = {}
     for one in models_of(cfg):
         mbs = positive_ints(one.train.mbs, "train.mbs")[0]

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.kernels import start_warm_up
 from phaze.config_check import check_tracking, run_cli
 from phaze.config_values import ConfigError
 from phaze.report.validation import (
@@ -50,6 +51,7 @@ def main(cfg) -> None:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    start_warm_up()
     start = time.perf_counter()
     comparisons = [compare(run, cfg.cache_dir) for run in tqdm(runs.to_dict("records"), desc="runs", unit="run")]
     elapsed_s = time.perf_counter() - start

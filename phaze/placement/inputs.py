@@ -160,11 +160,12 @@ class PlacementInput:
         self.cp_values = np.ones(n_var, np.int64) if self.cp_values is None else np.asarray(self.cp_values, dtype=np.int64)
         self.overlap_values = np.zeros(n_var, np.bool_) if self.overlap_values is None else np.asarray(self.overlap_values, dtype=np.bool_)
         self.ep_values = np.ones(n_var, np.int64) if self.ep_values is None else np.asarray(self.ep_values, dtype=np.int64)
+        # C-contiguous, as the Numba kernels see every chain (one compiled signature, phaze.kernels.warm_up)
         for name in PART_FIELDS:
-            setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
+            setattr(self, name, np.ascontiguousarray(getattr(self, name), dtype=np.float64))
         for name in OPTIONAL_PART_FIELDS:
             value = getattr(self, name)
-            setattr(self, name, np.zeros_like(self.fwd_s) if value is None else np.asarray(value, dtype=np.float64))
+            setattr(self, name, np.zeros_like(self.fwd_s) if value is None else np.ascontiguousarray(value, dtype=np.float64))
         shape = (n_var, len(self.tp_values), self.num_parts)
         for values, name in ((self.sp_values, "sp_values"), (self.cp_values, "cp_values"), (self.overlap_values, "overlap_values"),
                              (self.ep_values, "ep_values")):
