@@ -187,7 +187,7 @@ class LayerLatencies:
                 continue
             start = time.perf_counter()
             args = self._inputs(key)
-            listed = heuristic_schedule(*args, *self.cores)
+            listed = heuristic_schedule(*args, *self.cores, self.schedule_cfg)
             for twin in self._twins[key]:
                 vi, ti, part, direction = twin
                 self.unlisted.discard(twin)

@@ -187,3 +187,29 @@ def test_kept_list_schedules_are_the_schedules_of_their_content(case):
     graph, unit, single, parallel, n_tc, n_vc = case.args()
     wider = LayerProblem.build(graph, unit, single, parallel, n_tc + 1, n_vc)
     assert listed_for(wider) is not kept and same_schedule(listed_for(wider), heuristic_for(wider))
+
+
+@settings(max_examples=20, deadline=None)
+@given(case=cases(max_ops=8, max_cores=3))
+def test_list_schedules_are_kept_in_the_schedule_cache_for_other_processes(case, tmp_path_factory):
+    """With a schedule cache, listed_for writes the list schedule to disk; a process that has not kept it (here: the
+    kept map cleared, a cache object of its own) reads it back, equal to a fresh one, and solved schedules of the same
+    problem keep keys of their own."""
+    from phaze.placement.kept import Kept
+    from phaze.schedule import layer
+    from phaze.schedule.cache import ScheduleCache, list_key, problem_key
+
+    directory = tmp_path_factory.mktemp("schedules")
+    problem = problem_of(case)
+    kept = layer._listed
+    try:
+        layer._listed = Kept(layer.LISTED_KEPT)  # a process that has kept nothing yet
+        first = layer.listed_for(problem, ScheduleCache(directory))
+        assert not first.from_cache and len(list(directory.rglob("*.json"))) == 1
+        layer._listed = Kept(layer.LISTED_KEPT)  # another one
+        again = layer.listed_for(problem_of(case), ScheduleCache(directory))
+    finally:
+        layer._listed = kept
+    fresh = layer.heuristic_for(problem)
+    assert again.from_cache and same_schedule(again, fresh) and again.status == fresh.status and again.bound_s == fresh.bound_s
+    assert list_key(problem) not in (problem_key(problem, 0.0), problem_key(problem, 0.0, True))

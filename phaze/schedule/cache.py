@@ -31,10 +31,18 @@ def effective_cores(problem: LayerProblem) -> list[int]:
 
 def problem_key(problem: LayerProblem, mip_gap: float, mode_search: bool = False) -> str:
     """The cache key; a schedule found with the mode search is keyed apart (the keys without it are unchanged)."""
+    return _key(problem, {"v": CACHE_VERSION, "n": problem.n, "cores": effective_cores(problem), "gap": float(mip_gap),
+                          **({"modes": True} if mode_search else {})})
+
+
+def list_key(problem: LayerProblem) -> str:
+    """The key of the problem's list schedule, apart from its solved schedules: the list scheduler reads the exact core
+    counts, not only as far as they matter to an optimum."""
+    return _key(problem, {"v": CACHE_VERSION, "n": problem.n, "list": [problem.n_tc, problem.n_vc]})
+
+
+def _key(problem: LayerProblem, head: dict) -> str:
     h = hashlib.sha256()
-    head = {"v": CACHE_VERSION, "n": problem.n, "cores": effective_cores(problem), "gap": float(mip_gap)}
-    if mode_search:
-        head["modes"] = True
     h.update(json.dumps(head).encode())
     h.update(",".join(problem.unit.tolist()).encode())
     for arr in (problem.src, problem.dst, problem.single_s, problem.parallel_s):

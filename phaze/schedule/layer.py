@@ -10,7 +10,7 @@ import numpy as np
 from phaze.placement.kept import Kept
 from phaze.schedule.backends import BACKEND_CHOICES, SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
-from phaze.schedule.cache import cache_for, problem_key
+from phaze.schedule.cache import ScheduleCache, cache_for, list_key, problem_key
 from phaze.schedule.checker import check_times
 from phaze.schedule.heuristic import ListSchedule, best_list_schedule, best_with_modes
 from phaze.schedule.ilp import build_ilp, decode, overloads
@@ -49,9 +49,22 @@ def _from_list(problem: LayerProblem, upper: ListSchedule, bound_s: float, statu
     )
 
 
-def listed_for(problem: LayerProblem) -> LayerSchedule:
-    """heuristic_for, kept by the problem's content and core counts: a search meets the same layer on many points."""
-    return _listed.get((problem_key(problem, 0.0), problem.n_tc, problem.n_vc), lambda: heuristic_for(problem))
+def listed_for(problem: LayerProblem, store: ScheduleCache | None = None) -> LayerSchedule:
+    """heuristic_for, kept by the problem's content and core counts: a search meets the same layer on many points. With a
+    schedule cache also on disk, so that other workers and later runs on the same cache list-schedule it once."""
+    key = list_key(problem)
+    return _listed.get(key, lambda: _stored_list(problem, store, key))
+
+
+def _stored_list(problem: LayerProblem, store: ScheduleCache | None, key: str) -> LayerSchedule:
+    hit = store.load(key, 0.0) if store is not None else None
+    if hit is not None:
+        check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
+        return hit
+    listed = heuristic_for(problem)
+    if store is not None:
+        store.save(key, listed, 0.0)
+    return listed
 
 
 def heuristic_for(problem: LayerProblem) -> LayerSchedule:
