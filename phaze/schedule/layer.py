@@ -57,6 +57,7 @@ def listed_for(problem: LayerProblem, store: ScheduleCache | None = None) -> Lay
 
 
 def _stored_list(problem: LayerProblem, store: ScheduleCache | None, key: str) -> LayerSchedule:
+    """The list schedule read back from `store` (checked against the problem), else computed and written there."""
     hit = store.load(key, 0.0) if store is not None else None
     if hit is not None:
         check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
