@@ -126,6 +126,12 @@ def test_kept_drops_the_least_recently_used():
     assert [kept.get(k, make(k)) for k in ("a", "b", "a", "c", "a", "b")] == ["A", "B", "A", "C", "A", "B"]
     assert made == ["a", "b", "c", "b"]
     assert kept.values() == ["A", "B"]
+    # find only looks (marking what it finds), put stores: "b", then least recently used, goes; then "a"
+    assert kept.find("c") is None and kept.find("a") == "A"
+    kept.put("c", "C")
+    assert kept.values() == ["A", "C"]
+    kept.put("d", None)
+    assert kept.values() == ["C", None] and kept.get("d", make("d")) is None and made == ["a", "b", "c", "b"]
 
 
 def test_stopping_at_beat_is_a_true_bound(setup):

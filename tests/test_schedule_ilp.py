@@ -213,3 +213,19 @@ def test_list_schedules_are_kept_in_the_schedule_cache_for_other_processes(case,
     fresh = layer.heuristic_for(problem)
     assert again.from_cache and same_schedule(again, fresh) and again.status == fresh.status and again.bound_s == fresh.bound_s
     assert list_key(problem) not in (problem_key(problem, 0.0), problem_key(problem, 0.0, True))
+
+
+def test_the_schedule_cache_keeps_a_bounded_copy_and_reads_the_rest_back(tmp_path, monkeypatch):
+    """Beyond SCHEDULES_KEPT entries a ScheduleCache drops its in-process copy of the least recently used one, whose file
+    it still serves."""
+    from phaze.schedule import cache
+    from phaze.schedule.layer import heuristic_for
+
+    monkeypatch.setattr(cache, "SCHEDULES_KEPT", 2)
+    store = cache.ScheduleCache(tmp_path)
+    problems = [LayerProblem.build(([0], [1]), ["tc", "vc"], [1e-3 * (k + 1), 1e-3], [1e-3, 1e-3], 1, 1) for k in range(3)]
+    for p in problems:
+        store.save(cache.list_key(p), heuristic_for(p), 0.0)
+    assert store._memory.find(cache.list_key(problems[0])) is None
+    again = store.load(cache.list_key(problems[0]), 0.0)
+    assert again.from_cache and same_schedule(again, heuristic_for(problems[0]))

@@ -10,7 +10,8 @@ T = TypeVar("T")
 
 
 class Kept:
-    """At most `size` values by key; `get` makes a missing one and marks the one it returns as the most recent."""
+    """At most `size` values by key; `get` makes a missing one (`find` only looks, `put` stores one) and marks the one
+    it returns as the most recent."""
 
     def __init__(self, size: int):
         self.size = size
@@ -19,12 +20,24 @@ class Kept:
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
         """The value kept under `key`, else make() kept under it (dropping the least recently used beyond `size`)."""
         if key in self._values:
-            self._values.move_to_end(key)
-            return self._values[key]
-        value = self._values[key] = make()
+            return self.find(key)
+        value = make()
+        self.put(key, value)
+        return value
+
+    def find(self, key: Hashable):
+        """The value kept under `key`, marked the most recent; None when there is none."""
+        if key not in self._values:
+            return None
+        self._values.move_to_end(key)
+        return self._values[key]
+
+    def put(self, key: Hashable, value) -> None:
+        """Keep `value` under `key` as the most recent, dropping the least recently used beyond `size`."""
+        self._values[key] = value
+        self._values.move_to_end(key)
         if len(self._values) > self.size:
             self._values.popitem(last=False)
-        return value
 
     def values(self) -> list:
         """The values kept, the least recently used first."""

@@ -6,7 +6,7 @@ checker.py replays any schedule and fails on a violation.
 """
 
 from phaze.schedule.bounds import lower_bound_batch_s, lower_bound_s
-from phaze.schedule.cache import cache_for
+from phaze.schedule.cache import store_for
 from phaze.schedule.checker import ScheduleError, check_schedule
 from phaze.schedule.instance import InfeasibleLayerError, LayerProblem
 from phaze.schedule.layer import Prepared, listed_for, mode_bound_s, prepare_layer, schedule_layer
@@ -17,8 +17,7 @@ from phaze.schema import ScheduleCfg
 def heuristic_schedule(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, cfg: ScheduleCfg | None = None) -> LayerSchedule:
     """The best list schedule (feasible; status "optimal" only when it meets the lower bound), kept by content (on disk
     too, in cfg's schedule cache when it has one)."""
-    store = cache_for(cfg.cache_dir) if cfg is not None and cfg.cache else None
-    return listed_for(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc), store)
+    return listed_for(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc), store_for(cfg))
 
 
 __all__ = [

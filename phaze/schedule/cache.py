@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from phaze.atomic_file import write_atomic
+from phaze.placement.kept import Kept
 from phaze.schedule.instance import RESOURCES, LayerProblem
 from phaze.schedule.result import LayerSchedule
 
@@ -50,25 +51,30 @@ def _key(problem: LayerProblem, head: dict) -> str:
     return h.hexdigest()
 
 
+SCHEDULES_KEPT = 4096
+"""Entries of one cache directory kept in this process (the least recently used dropped): a search asks again for the
+same few layers (HBM siblings, twins), while a long one writes thousands of list schedules and their files stay."""
+
+
 class ScheduleCache:
     """load/save LayerSchedules by problem key under one directory."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        self._memory: dict[str, dict] = {}
+        self._memory = Kept(SCHEDULES_KEPT)
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
     def load(self, key: str, time_limit_s: float, work_limit: float | None = None) -> LayerSchedule | None:
         """A cached schedule, unless it stopped on a shorter time or work limit than the ones asked for now."""
-        entry = self._memory.get(key)
+        entry = self._memory.find(key)
         if entry is None:
             path = self._path(key)
             if not path.exists():
                 return None
             entry = json.loads(path.read_text())
-            self._memory[key] = entry
+            self._memory.put(key, entry)
         if entry["status"] == "time_limit" and (entry["time_limit_s"] < time_limit_s or _unlimited(entry.get("work_limit")) < _unlimited(work_limit)):
             return None
         return LayerSchedule(
@@ -85,7 +91,7 @@ class ScheduleCache:
             "mip_gap": float(schedule.mip_gap), "solve_s": float(schedule.solve_s), "bound_s": float(schedule.bound_s),
             "fallback": schedule.fallback, "time_limit_s": float(time_limit_s), "work_limit": work_limit,
         }
-        self._memory[key] = entry
+        self._memory.put(key, entry)
         write_atomic(self._path(key), json.dumps(entry).encode())
 
 
@@ -102,3 +108,8 @@ def cache_for(directory: str | Path) -> ScheduleCache:
     if key not in _stores:
         _stores[key] = ScheduleCache(key)
     return _stores[key]
+
+
+def store_for(cfg) -> ScheduleCache | None:
+    """The schedule cache a ScheduleCfg names (one per directory per process), None when it turns caching off."""
+    return cache_for(cfg.cache_dir) if cfg is not None and cfg.cache else None

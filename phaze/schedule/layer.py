@@ -10,7 +10,7 @@ import numpy as np
 from phaze.placement.kept import Kept
 from phaze.schedule.backends import BACKEND_CHOICES, SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
-from phaze.schedule.cache import ScheduleCache, cache_for, list_key, problem_key
+from phaze.schedule.cache import ScheduleCache, list_key, problem_key, store_for
 from phaze.schedule.checker import check_times
 from phaze.schedule.heuristic import ListSchedule, best_list_schedule, best_with_modes
 from phaze.schedule.ilp import build_ilp, decode, overloads
@@ -215,7 +215,7 @@ def _settings(cfg: ScheduleCfg | None) -> ScheduleCfg:
 
 def _cached(problem: LayerProblem, cfg: ScheduleCfg) -> tuple[LayerSchedule | None, object, str]:
     """(the cached schedule or None, the cache, its key) for this problem under cfg."""
-    store = cache_for(cfg.cache_dir) if cfg.cache else None
+    store = store_for(cfg)
     if store is None:
         return None, None, ""
     key = problem_key(problem, cfg.mip_gap, uses_modes(cfg))
