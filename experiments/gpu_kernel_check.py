@@ -1,6 +1,8 @@
 """Real H100 kernels against the `hw=h100` preset's predictions: bf16 matmuls and vector operators of transformer layers.
 
     python experiments/gpu_kernel_check.py measure --out DIR        # on the GPU (torch only): DIR/h100_kernels.csv
+    python experiments/gpu_kernel_check.py sustained --out DIR      # on the GPU: DIR/h100_sustained.csv (back to back)
+    python experiments/gpu_kernel_check.py fp8 --out DIR            # on the GPU: DIR/h100_fp8.csv (bf16 and FP8 GEMMs)
     python experiments/gpu_kernel_check.py compare --measured CSV   # here: experiments/results/gpu_kernel_check.md
 
 `measure` times each case with CUDA events, the 50 MB L2 cleared before every repetition (training's operands come
@@ -102,19 +104,7 @@ def measure(out: Path) -> None:
                 "gelu": lambda: torch.nn.functional.gelu(x), "_softmax": lambda: torch.softmax(x, dim=-1),
                 "native_layer_norm": lambda: torch.nn.functional.layer_norm(x, (c["n"],), w, w),
             }[c["op"]]
-        for _ in range(WARMUP):
-            run()
-        times = []
-        for _ in range(REPEATS):
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        times.sort()
-        rows.append({**c, "measured_s": times[len(times) // 2]})
+        rows.append({**c, "measured_s": _median_time_s(torch, run, flush)})
         print(rows[-1], flush=True)
     out.mkdir(parents=True, exist_ok=True)
     header = ["case", "op", "b", "m", "k", "n", "measured_s"]
@@ -132,8 +122,6 @@ SUSTAINED_CASES = ("llama2_7b_tp1_up", "llama2_7b_tp8_qkv", "gpt3_175b_tp1_up", 
 def sustained(out: Path) -> None:
     """Per GEMM of SUSTAINED_CASES: the median time of one kernel after an L2 clear (as `measure`) and the mean time
     of a kernel run back to back for SUSTAINED_S, as a training step runs them (torch only)."""
-    import time
-
     import torch
 
     dev = torch.device("cuda")
@@ -142,32 +130,72 @@ def sustained(out: Path) -> None:
     for c in (c for c in matmul_cases() if c["case"] in SUSTAINED_CASES):
         a = torch.randn(c["m"], c["k"], device=dev, dtype=torch.bfloat16)
         b = torch.randn(c["k"], c["n"], device=dev, dtype=torch.bfloat16)
-        time.sleep(2.0)  # let the chip cool from the previous case
-        singles = []
-        for _ in range(REPEATS):
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.mm(a, b)
-            end.record()
-            end.synchronize()
-            singles.append(start.elapsed_time(end) / 1e3)
-        singles.sort()
-        n, t0 = 0, time.perf_counter()
-        start = torch.cuda.Event(enable_timing=True)
-        start.record()
-        while time.perf_counter() - t0 < SUSTAINED_S:
-            for _ in range(10):
-                torch.mm(a, b)
-            n += 10
-            torch.cuda.synchronize()
-        end = torch.cuda.Event(enable_timing=True)
-        end.record()
-        end.synchronize()
-        lines.append(f"{c['case']},{c['m']},{c['k']},{c['n']},{singles[len(singles) // 2]},{start.elapsed_time(end) / 1e3 / n}")
+        run = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
+        lines.append(f"{c['case']},{c['m']},{c['k']},{c['n']},{_median_time_s(torch, run, flush)},{_back_to_back_s(torch, run)}")
         print(lines[-1], flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "h100_sustained.csv").write_text("\n".join(lines) + "\n")
+
+
+def _median_time_s(torch, run, flush) -> float:
+    """Median of REPEATS timed runs (CUDA events), the L2 cleared before each, after WARMUP untimed ones."""
+    for _ in range(WARMUP):
+        run()
+    times = []
+    for _ in range(REPEATS):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def _back_to_back_s(torch, run) -> float:
+    """Mean time of one run repeated back to back for SUSTAINED_S (the clock then sits at the power limit)."""
+    import time
+
+    time.sleep(2.0)  # let the chip cool from the previous case
+    n, t0 = 0, time.perf_counter()
+    start = torch.cuda.Event(enable_timing=True)
+    start.record()
+    while time.perf_counter() - t0 < SUSTAINED_S:
+        for _ in range(10):
+            run()
+        n += 10
+        torch.cuda.synchronize()
+    end = torch.cuda.Event(enable_timing=True)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / n
+
+
+def fp8(out: Path) -> None:
+    """Each dense GEMM of `measure` in bf16 and in FP8 (E4M3 operands, per-tensor scales, bf16 output:
+    torch._scaled_mm, the cuBLASLt FP8 GEMM Transformer Engine also calls), alone after an L2 clear; the
+    SUSTAINED_CASES again back to back in both (torch only)."""
+    import torch
+
+    dev = torch.device("cuda")
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
+    scale = torch.tensor(1.0, device=dev)
+    lines = ["case,m,k,n,bf16_s,fp8_s,bf16_sustained_s,fp8_sustained_s"]
+    for c in (c for c in matmul_cases() if c["op"] == "mm"):
+        a = torch.randn(c["m"], c["k"], device=dev, dtype=torch.bfloat16)
+        b = torch.randn(c["k"], c["n"], device=dev, dtype=torch.bfloat16)
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt's FP8 GEMM takes it
+        run16 = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
+        run8 = lambda a8=a8, b8=b8: torch._scaled_mm(a8, b8, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)  # noqa: E731
+        held = c["case"] in SUSTAINED_CASES
+        lines.append(",".join(str(v) for v in (
+            c["case"], c["m"], c["k"], c["n"], _median_time_s(torch, run16, flush), _median_time_s(torch, run8, flush),
+            _back_to_back_s(torch, run16) if held else "", _back_to_back_s(torch, run8) if held else "")))
+        print(lines[-1], flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "h100_fp8.csv").write_text("\n".join(lines) + "\n")
 
 
 VECTOR_KINDS = {"add": "elementwise", "mul": "elementwise", "silu": "elementwise", "gelu": "elementwise",
@@ -211,18 +239,26 @@ def compare(measured_csv: Path) -> None:
     measured = pd.read_csv(measured_csv)
     if "b" not in measured.columns:
         measured.insert(2, "b", 1)
-    rows = pd.DataFrame([op_row(c) for c in measured.to_dict("records")])
-    defaults = {"op_id": 0, "elem_bytes": BF16_BYTES, "fused": False, **NO_TRAFFIC}
-    for col in OP_COLUMNS:
-        if col not in rows.columns:
-            rows[col] = defaults[col]
-    rows["op_id"] = np.arange(len(rows))
-    def predict(*overrides: str) -> np.ndarray:
-        cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron", *overrides)
-        return op_latencies(rows[list(OP_COLUMNS)], enumerate_space(cfg.hw), network_for(cfg), 1).parallel_s[:, 0]
+    def op_frame(records: list[dict], fp8: bool = False) -> pd.DataFrame:
+        """The cases as operator rows; FP8 GEMMs read 1-byte operands (phaze.workload.precision)."""
+        frame = pd.DataFrame([op_row(c) for c in records])
+        defaults = {"op_id": 0, "elem_bytes": BF16_BYTES, "fused": False, **NO_TRAFFIC}
+        for col in OP_COLUMNS:
+            if col not in frame.columns:
+                frame[col] = defaults[col]
+        frame["op_id"] = np.arange(len(frame))
+        frame["fp8"] = fp8
+        if fp8:
+            frame["bytes_read"] = frame.bytes_read / BF16_BYTES
+        return frame
 
-    predicted = predict(KERNEL_ALONE)
-    predicted_in_step = predict()
+    def predict(frame: pd.DataFrame, *overrides: str) -> np.ndarray:
+        cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron", *overrides)
+        return op_latencies(frame[list(OP_COLUMNS) + ["fp8"]], enumerate_space(cfg.hw), network_for(cfg), 1).parallel_s[:, 0]
+
+    rows = op_frame(measured.to_dict("records"))
+    predicted = predict(rows, KERNEL_ALONE)
+    predicted_in_step = predict(rows)
     kind = np.where(measured.op == "bmm", "matmul (grouped experts)", rows.kind.to_numpy())
     table = measured.assign(kind=kind, gflop=rows.flops.to_numpy() / 1e9, mb_moved=(rows.bytes_read + rows.bytes_written).to_numpy() / 1e6,
                             measured_us=measured.measured_s * 1e6, predicted_us=predicted * 1e6)
@@ -267,6 +303,31 @@ def compare(measured_csv: Path) -> None:
             "training step uses it, its tensor-core steps slowed by `hw.matmul_sustained_slowdown` (conf/hw/h100.yaml: the "
             "median of the four `sustained/single` ratios here).", "",
         ]
+    fp8_part = []
+    fp8_csv = measured_csv.parent / "h100_fp8.csv"
+    if fp8_csv.exists():
+        gemms = pd.read_csv(fp8_csv)
+        records = [{"case": r.case, "op": "mm", "b": 1, "m": r.m, "k": r.k, "n": r.n} for r in gemms.itertuples()]
+        bf16_s = predict(op_frame(records), KERNEL_ALONE)
+        fp8_s = predict(op_frame(records, fp8=True), KERNEL_ALONE)
+        fp8_same_s = predict(op_frame(records, fp8=True), KERNEL_ALONE, "hw.fp8_matmul_efficiency=1")
+        speedups = gemms.assign(**{"measured bf16/fp8": gemms.bf16_s / gemms.fp8_s, "predicted bf16/fp8": bf16_s / fp8_s,
+                                   "at the bf16 efficiency": bf16_s / fp8_same_s,
+                                   "fp8 sustained/single": gemms.fp8_sustained_s / gemms.fp8_s,
+                                   "bf16 sustained/single": gemms.bf16_sustained_s / gemms.bf16_s})
+        speedups[["m", "k", "n"]] = speedups[["m", "k", "n"]].astype(str)
+        fp8_part = [
+            "## FP8", "",
+            f"`{command} fp8`: each dense GEMM above in bf16 (torch.mm) and in FP8 (torch._scaled_mm: E4M3 operands, "
+            "per-tensor scales, bf16 output, the cuBLASLt FP8 GEMM Transformer Engine calls), alone after an L2 clear "
+            f"(median of {REPEATS}), four of them again back to back for {SUSTAINED_S:.0f} s "
+            "([h100_fp8.csv](../data/h100_fp8.csv), clocks in [h100_fp8_smi.csv](../data/h100_fp8_smi.csv)). Measured "
+            f"speedup median {speedups['measured bf16/fp8'].median():.3f}; predicted {speedups['predicted bf16/fp8'].median():.3f} "
+            f"with `hw.fp8_matmul_efficiency` {float(compose_config('hw=h100').hw.fp8_matmul_efficiency):.2f} (conf/hw/h100.yaml), "
+            f"{speedups['at the bf16 efficiency'].median():.3f} at the bf16 efficiency (`hw.fp8_matmul_efficiency=1`).", "",
+            speedups[["case", "m", "k", "n", "bf16_s", "fp8_s", "measured bf16/fp8", "predicted bf16/fp8", "at the bf16 efficiency",
+                      "bf16 sustained/single", "fp8 sustained/single"]].to_markdown(index=False, floatfmt=".3g"), "",
+        ]
     page = "\n".join([
         "# H100 kernels against the `hw=h100` preset", "",
         f"Measured by `{command} measure` on {device} (CUDA events, median of {REPEATS} after {WARMUP} warm-ups, L2 cleared "
@@ -276,6 +337,7 @@ def compare(measured_csv: Path) -> None:
         table[["case", "kind", "b", "m", "k", "n", "gflop", "mb_moved", "measured_us", "predicted_us", "predicted/measured",
                "measured TFLOP/s or GB/s"]].to_markdown(index=False, floatfmt=".3f"), "",
         *sustained_part,
+        *fp8_part,
     ])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "gpu_kernel_check.md").write_text(page)
@@ -287,9 +349,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="mode", required=True)
     sub.add_parser("measure").add_argument("--out", type=Path, required=True)
     sub.add_parser("sustained").add_argument("--out", type=Path, required=True)
+    sub.add_parser("fp8").add_argument("--out", type=Path, required=True)
     sub.add_parser("compare").add_argument("--measured", type=Path, default=Path(__file__).resolve().parent / "data" / "h100_kernels.csv")
     args = parser.parse_args()
-    {"measure": lambda: measure(args.out), "sustained": lambda: sustained(args.out), "compare": lambda: compare(args.measured)}[args.mode]()
+    {"measure": lambda: measure(args.out), "sustained": lambda: sustained(args.out), "fp8": lambda: fp8(args.out), "compare": lambda: compare(args.measured)}[args.mode]()
 
 
 if __name__ == "__main__":

@@ -208,6 +208,8 @@ class HwCfg:
     matmul_tile_fill_k: int = 0
     # The tensor cores' FP8 GEMM peak over their bf16 peak: 0 = no FP8 (train.precision=fp8 needs >= 1).
     fp8_matmul_ratio: float = 0.0
+    # The fraction of the bf16 tile efficiency (matmul_efficiency) FP8 GEMMs reach, in (0, 1]; 1: the same.
+    fp8_matmul_efficiency: float = 1.0
     # How many times longer the tensor cores' steps take when GEMMs run back to back for seconds (a training step)
     # than in one kernel alone: the power limit lowers the clock. >= 1; 1: no power-limited slowdown (PHAZE).
     matmul_sustained_slowdown: float = 1.0

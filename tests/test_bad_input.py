@@ -58,6 +58,8 @@ CASES = [
     (["train.precision=fp4"], "train.precision", "fp8"),
     (["hw=a100", "train.precision=fp8"], "hw.fp8_matmul_ratio", ">= 1"),
     (["hw=h100", "hw.fp8_matmul_ratio=0.5"], "hw.fp8_matmul_ratio", ">= 1"),
+    (["hw=h100", "hw.fp8_matmul_efficiency=0"], "hw.fp8_matmul_efficiency", "(0, 1]"),
+    (["hw=h100", "hw.fp8_matmul_efficiency=1.2"], "hw.fp8_matmul_efficiency", "(0, 1]"),
     (["hw=h100", "hw.matmul_sustained_slowdown=0.9"], "hw.matmul_sustained_slowdown", ">= 1"),
     (["hw=h100", "hw.matmul_tile_rows=-1"], "hw.matmul_tile_rows", "whole number of elements >= 0"),
     (["hw=h100", "hw.matmul_fixed_s=-1e-6"], "hw.matmul_fixed_s", "seconds >= 0"),

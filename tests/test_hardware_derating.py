@@ -12,7 +12,8 @@ from phaze.schema import HwCfg
 from tests.conftest import compose_cfg
 
 IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0, "matmul_fixed_s": 0.0,
-         "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0, "matmul_sustained_slowdown": 1.0}
+         "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0, "matmul_sustained_slowdown": 1.0,
+         "fp8_matmul_efficiency": 1.0}
 """PHAZE's accelerators: the ideal roofline, no FP8 (their tensor cores compute in 16 bits), no power-limited clock."""
 
 
@@ -59,6 +60,7 @@ def test_a100_keeps_issue_3_must_show_margins():
     ("matmul_efficiency=1.2", "hw.matmul_efficiency must be in (0, 1], got 1.2"),
     ("memory_efficiency=-0.5", "hw.memory_efficiency must be in (0, 1], got -0.5"),
     ("memory_efficiency=nan", "hw.memory_efficiency must be in (0, 1], got nan"),
+    ("fp8_matmul_efficiency=0", "hw.fp8_matmul_efficiency must be in (0, 1], got 0.0"),
     ("op_overhead_s=-1e-6", "hw.op_overhead_s must be a finite number of seconds >= 0, got -1e-06"),
     ("op_overhead_s=inf", "hw.op_overhead_s must be a finite number of seconds >= 0, got inf"),
     ("matmul_sustained_slowdown=0.5", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got 0.5"),
@@ -70,5 +72,8 @@ def test_out_of_range_derating_is_rejected_naming_the_field(hw, override, messag
 
 
 def test_boundary_values_are_accepted():
-    space = enumerate_space(compose_cfg("hw=a100", "hw.matmul_efficiency=1.0", "hw.memory_efficiency=0.01", "hw.op_overhead_s=0").hw)
-    assert space[list(DERATING_COLUMNS)].iloc[0].tolist()[:3] == [1.0, 0.01, 0.0]
+    space = enumerate_space(compose_cfg("hw=a100", "hw.matmul_efficiency=1.0", "hw.memory_efficiency=0.01", "hw.op_overhead_s=0",
+                                        "hw.fp8_matmul_efficiency=1.0").hw)
+    columns = ["matmul_efficiency", "memory_efficiency", "op_overhead_s", "fp8_matmul_efficiency"]
+    assert set(columns) <= set(DERATING_COLUMNS)
+    assert space[columns].iloc[0].tolist() == [1.0, 0.01, 0.0, 1.0]

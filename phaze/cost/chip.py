@@ -43,6 +43,7 @@ class Chip:
     tile_cols: np.ndarray
     tile_fill_k: np.ndarray
     fp8_matmul_ratio: np.ndarray
+    fp8_matmul_efficiency: np.ndarray
 
     @classmethod
     def from_matrix(cls, values: np.ndarray) -> "Chip":
@@ -58,6 +59,7 @@ class Chip:
             glb_bytes=col["glb_mib"] * MIB, tc_buffer_bytes=col["tc_buffer_kib"] * KIB,
             op_overhead_s=col["op_overhead_s"], matmul_fixed_s=col["matmul_fixed_s"], tile_rows=col["matmul_tile_rows"], tile_cols=col["matmul_tile_cols"],
             tile_fill_k=col["matmul_tile_fill_k"], fp8_matmul_ratio=col["fp8_matmul_ratio"],
+            fp8_matmul_efficiency=col["fp8_matmul_efficiency"],
         )
 
 

@@ -117,7 +117,7 @@ def _matmul_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _matmul(distinct: np.ndarray, chip):
     b, m, k, n, e, io, on_chip, in_fp8 = (distinct[:, i][:, None] for i in range(8))
-    rate = np.where(in_fp8.astype(bool), chip.fp8_matmul_ratio, 1.0)
+    rate = np.where(in_fp8.astype(bool), chip.fp8_matmul_ratio * chip.fp8_matmul_efficiency, 1.0)
     return matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool), rate)
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from phaze.hardware.derating import FP8_COLUMN, MATMUL_FIXED_COLUMN, SUSTAINED_COLUMN, TILE_COLUMNS
+from phaze.hardware.derating import OPTIONAL_DERATING_COLUMNS
 from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
 
 
-OPTIONAL_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN)
 """Derating columns a row may lack (an accelerator without CTA tiles or a matmul latency floor)."""
 
 
@@ -43,6 +42,7 @@ class Accelerator:
     matmul_tile_fill_k: int = 0
     fp8_matmul_ratio: float = 0.0
     matmul_sustained_slowdown: float = 1.0
+    fp8_matmul_efficiency: float = 1.0
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":
@@ -51,7 +51,7 @@ class Accelerator:
         values = {}
         for f in fields(cls):
             value = get(f.name)
-            if value is None and f.name in OPTIONAL_COLUMNS:
+            if value is None and f.name in OPTIONAL_DERATING_COLUMNS:
                 continue
             if value is None:
                 raise KeyError(f"the row has no column {f.name!r}")

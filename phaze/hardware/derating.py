@@ -13,8 +13,9 @@ from typing import Mapping
 
 import numpy as np
 
-EFFICIENCY_COLUMNS = ("matmul_efficiency", "memory_efficiency")
-"""Fractions in (0, 1]: of the tensor-core peak, and of the HBM and on-chip buffer bandwidths."""
+EFFICIENCY_COLUMNS = ("matmul_efficiency", "memory_efficiency", "fp8_matmul_efficiency")
+"""Fractions in (0, 1]: of the tensor-core peak, of the HBM and on-chip buffer bandwidths, and of the bf16
+tile efficiency that FP8 GEMMs reach (FP8_EFFICIENCY_COLUMN)."""
 OVERHEAD_COLUMN = "op_overhead_s"
 """Seconds >= 0 added to every tensor- and vector-core operator."""
 MATMUL_FIXED_COLUMN = "matmul_fixed_s"
@@ -26,7 +27,10 @@ block also spends the time of `matmul_tile_fill_k` more reduction steps filling 
 and writing its outputs."""
 FP8_COLUMN = "fp8_matmul_ratio"
 """The tensor cores' FP8 GEMM peak over their bf16 peak (0: no FP8; H100: 1979 / 989.4 = 2, NVIDIA H100
-datasheet, dense). FP8 GEMMs run at this multiple of the bf16 rate, at the same `matmul_efficiency`."""
+datasheet, dense). FP8 GEMMs run at this multiple of the bf16 rate, times FP8_EFFICIENCY_COLUMN."""
+FP8_EFFICIENCY_COLUMN = "fp8_matmul_efficiency"
+"""The fraction of the bf16 tile efficiency (`matmul_efficiency`) that FP8 GEMMs reach (1: the same; an H100 measured
+0.90: its FP8 GEMMs run 1.77 times as fast as bf16 ones at the median, not 2; experiments/data/h100_fp8.csv)."""
 SUSTAINED_COLUMN = "matmul_sustained_slowdown"
 """How many times longer the tensor cores' steps take when GEMMs run back to back for seconds, as in a training
 step, than in one kernel alone (>= 1; 1: the chip never reaches its power limit). A GPU held at its power limit
@@ -35,6 +39,8 @@ KERNEL_ALONE = f"hw.{SUSTAINED_COLUMN}=1"
 """The override that predicts one kernel timed alone (a single-kernel measurement: MAMF, OpenXLA's table, one GEMM
 after an L2 clear) rather than inside a training step's back-to-back GEMMs."""
 DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN)
+OPTIONAL_DERATING_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN)
+"""The columns a points frame may lack (an Accelerator then takes its ideal default)."""
 
 
 def check_derating(values: Mapping[str, object], where: str) -> None:
