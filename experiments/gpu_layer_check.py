@@ -220,6 +220,9 @@ def main() -> None:
 # The validation rows' model family and vocabulary per case (docs/validation_runs.csv: MPT and GPT-3 as GPT-2 blocks,
 # Llama 3.1 as a Llama); the vocabulary only sizes the embedding and head, which are not compared.
 FAMILIES = {"mpt_": ("gpt2", "gelu", 50368), "gpt3_": ("gpt2", "gelu", 50257), "llama31_": ("llama", "", 128256)}
+COMPILED = "compiled"
+"""The `norm` of the cases run under torch.compile, whose fused kernels phaze prices with `train.fused_kernels=true`
+(phaze.workload.fused_ops); the others are priced as traced, eager."""
 ATTENTION_KERNELS = ("sdpa", "flash", "fmha")
 GEMM_KERNELS = ("nvjet", "gemm", "cutlass", "xmma")
 
@@ -241,7 +244,8 @@ def layer_run(case: dict) -> dict:
             "activation": activation, "dropout": "0" if family == "gpt2" else "", "tie_word_embeddings": "",
             "hw": "h100", "cluster": "dgx_h100", "gpus": tp, "gpus_per_node": 8, "framework": "fsdp", "tp": tp, "pp": 1,
             "dp": 1, "cp": 1, "vp": 1, "mbs": case["mbs"], "global_batch": case["mbs"], "recompute": "none", "sp": "false",
-            "zero": 0, "tp_comm_overlap": "false", "attention": "flash", "precision": "", "overrides": "",
+            "zero": 0, "tp_comm_overlap": "false", "attention": "flash", "precision": "",
+            "overrides": "train.fused_kernels=true" if case["norm"] == COMPILED else "",
             "num_experts": "", "experts_per_token": "", "expert_ffn_hidden_size": "", "num_shared_experts": ""}
 
 
@@ -291,7 +295,8 @@ def compare(measured: Path) -> None:
         by_class = kernels.assign(cls=kernels.kernel.map(kernel_class)).groupby("cls").us_per_layer.sum() * 1e-6
         step_s = case["fwd_s"] + case["bwd_s"]
         predicted_s = pred["predicted_fwd_s"] + pred["predicted_bwd_s"]
-        rows.append({"case": case["case"], "norm": case["norm"], "mbs x seq": f"{case['mbs']} x {case['seq']}", "tp": case["tp"],
+        rows.append({"case": case["case"], "norm": case["norm"], "phaze kernels": "fused" if case["norm"] == COMPILED else "eager",
+                     "mbs x seq": f"{case['mbs']} x {case['seq']}", "tp": case["tp"],
                      "measured fwd ms": case["fwd_s"] * 1e3, "measured bwd ms": case["bwd_s"] * 1e3,
                      "predicted fwd ms": pred["predicted_fwd_s"] * 1e3, "predicted bwd ms": pred["predicted_bwd_s"] * 1e3,
                      "predicted/measured": predicted_s / step_s, "SM MHz": case.get("sm_clock_mhz"), "W": case.get("power_w"),
@@ -315,7 +320,8 @@ def compare(measured: Path) -> None:
         f"back to back for {SUSTAINED_S:.0f} s (medians of the second half, per layer; CUDA events), the SM clock and board power "
         "read at the end; the activation bytes the forward keeps for backward (allocated memory after the forward, per "
         f"layer). Predicted by `{command} compare --measured <dir>`: the same layer extracted by phaze (the validation rows' "
-        "families, `train=fsdp`, one microbatch, FlashAttention) on the `hw=h100` point, its compute kernels one after "
+        "families, `train=fsdp`, one microbatch, FlashAttention; the compiled layers with `train.fused_kernels=true`, "
+        "their norms, rotary embeddings and SwiGLU one kernel each) on the `hw=h100` point, its compute kernels one after "
         "another as the placement DP takes a GPU layer (`hw.matmul_sustained_slowdown` included; a TP shard's collectives "
         f"left out, as one GPU has none). Measurements: [experiments/data/h100_layers/](../data/h100_layers/).", "",
         table.to_markdown(index=False, floatfmt=".3g"), "",

@@ -8,8 +8,9 @@ import pytest
 from phaze.cost import Network, op_latencies
 from phaze.hardware import enumerate_space
 from phaze.placement.memory import state_bytes_per_param_byte
-from phaze.workload.extract import extract_workload
-from phaze.workload.precision import FP8_WEIGHT_CACHE_BYTES_PER_PARAM, fp8_weight_cache_bytes_per_param_byte, with_precision
+from phaze.workload.extract import extract_uncached, extract_workload
+from phaze.workload.precision import (FP8_CAST, FP8_TRANSPOSE, FP8_WEIGHT_CACHE_BYTES_PER_PARAM, fp8_weight_cache_bytes_per_param_byte,
+                                      with_precision)
 from tests.conftest import compose_cfg
 from tests.cost_cases import matmul_op, ops_frame
 
@@ -48,7 +49,8 @@ def test_only_the_layers_linear_gemms_run_in_fp8(llama_layers):
     assert not layer.fwd.ops.fp8[layer.fwd.ops.target == "bmm"].any()  # the attention core stays bf16
     assert fp8["post"] is bf16["post"] and fp8["pre"] is bf16["pre"]  # LM head and embedding stay bf16
     mm = layer.fwd.ops[layer.fwd.ops.fp8]
-    assert np.allclose(mm.bytes_read, bf16["layer"].fwd.ops[layer.fwd.ops.fp8].bytes_read / 2)  # 1-byte operands
+    same_ops = bf16["layer"].fwd.ops.set_index("name").loc[mm.name]
+    assert np.allclose(mm.bytes_read, same_ops.bytes_read / 2)  # 1-byte operands
     assert layer.matmul_flops() == bf16["layer"].matmul_flops()
 
 
@@ -69,3 +71,36 @@ def test_fp8_weight_caches_in_the_state_per_parameter():
     assert fp8_weight_cache_bytes_per_param_byte("bf16", 2) == 0.0
     # ZeRO-3 shards the caches with the weights.
     assert state_bytes_per_param_byte("sgd", 2, zero=3, shards=4, weight_cache_copies=cache) == pytest.approx((1 + 1) / 4 + 1 / 4)
+
+
+def test_fp8_operands_are_cast_once_per_tensor(llama_layers):
+    """Llama-2-7B (eager kernels, s = 4096 tokens, h = 4096, f = 11008): forward, one cast-transpose per distinct GEMM
+    input (the normed x read by q, k and v; the attention output; the normed x read by gate and up; the SwiGLU
+    product), each reading its bf16 tensor and writing an FP8 copy and an FP8 transpose (2 + 1 + 1 bytes per
+    element); backward, one per data-gradient GEMM's output gradient (q, k, v, o, gate, up, down)."""
+    _, fp8 = llama_layers
+    s, h, f = 4096, 4096, 11008
+    layer = fp8["layer"]
+    fwd = layer.fwd.ops[layer.fwd.ops.target == FP8_CAST]
+    bwd = layer.bwd.ops[layer.bwd.ops.target == FP8_CAST]
+    assert sorted(fwd.numel_out) == [s * h] * 3 + [s * f]
+    assert sorted(bwd.numel_out) == [s * h] * 5 + [s * f] * 2
+    for casts in (fwd, bwd):
+        assert (casts.bytes_read == 2 * casts.numel_out).all() and (casts.bytes_written == 2 * casts.numel_out).all()
+    for graph in (layer.fwd, layer.bwd):  # still a DAG in topological order, every cast before the GEMMs that read it
+        assert (graph.edges.src < graph.edges.dst).all()
+        cast_ids = set(graph.ops.op_id[graph.ops.target == FP8_CAST])
+        readers = graph.edges[graph.edges.src.isin(cast_ids)].dst
+        assert graph.ops.fp8.to_numpy()[readers.to_numpy()].all() and len(graph.without_views().ops) < len(graph.ops)
+
+
+def test_a_fused_norm_writes_the_fp8_copy_and_only_its_transpose_is_left():
+    """With fused kernels the norms feeding q/k/v and gate/up are Transformer Engine's norm-linear modules: their FP8
+    copy comes out of the norm, and a transpose (1 byte read, 1 written per element) is all that is left."""
+    tiny = ["model=llama2", "model.num_layers=2", "model.hidden_size=64", "model.num_heads=4", "model.num_kv_heads=4", "model.ffn_hidden_size=96",
+            "model.vocab_size=256", "model.seq_len=16", "model.max_position_embeddings=64", "model.attention=flash"]
+    fused = with_precision(extract_uncached(compose_cfg(*tiny, "model.fused_kernels=true").model, 2, 2, (1,)), "fp8").part(1, "layer")
+    ops = fused.fwd.ops
+    transposes, casts = ops[ops.target == FP8_TRANSPOSE], ops[ops.target == FP8_CAST]
+    assert sorted(transposes.numel_out) == [32 * 64] * 2 and sorted(casts.numel_out) == [32 * 64, 32 * 96]
+    assert (transposes.bytes_read == transposes.numel_out).all() and (transposes.bytes_written == transposes.numel_out).all()

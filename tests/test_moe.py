@@ -201,3 +201,15 @@ def test_other_families_trace_with_one_reduction_per_block(family, extra):
     total, active = count_params(cfg)
     routed = 2 * (E * 3 * H * F)  # two layers
     assert total - active == routed * (E - K) // E
+
+
+@pytest.mark.parametrize("ep, regroups", [(1, 0), (2, 2), (4, 0)])
+def test_received_rows_are_regrouped_by_local_expert_when_a_device_holds_several(tiny, ep, regroups):
+    """With ep > 1 and more than one local expert (E/ep = 2 at ep = 2) the T k received rows arrive grouped by
+    sending rank: one gather regroups them by expert before the grouped GEMM and one back before the combine. At
+    ep = 1 nothing is received; at ep = 4 each device holds one expert, so its rows need no regrouping."""
+    layer = tiny.part(1, "layer", ep=ep)
+    ops = layer.fwd.ops
+    row_gathers = ops[(ops.target == "index_select") & (ops.numel_out == TOKENS * K * H)]
+    assert len(row_gathers) == 1 + regroups  # the token permutation, then the regroups
+    assert set(row_gathers.bytes_written) == {TOKENS * K * H * BYTES}

@@ -13,7 +13,7 @@ import torch
 
 MATMUL = {"mm", "bmm", "addmm", "baddbmm"}
 SOFTMAX = {"_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data"}
-NORM = {"native_layer_norm", "native_layer_norm_backward"}
+NORM = {"native_layer_norm", "native_layer_norm_backward", "phaze.rms_norm", "phaze.rms_norm_backward"}
 EMBEDDING = {"embedding", "embedding_dense_backward"}
 LOSS = {"nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward"}
 REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "argmax", "logsumexp", "prod", "cumsum"}

@@ -10,6 +10,9 @@ what a dropless or capacity-limited grouped-GEMM layer runs (Megatron-Core's MoE
   when ep = 1, where the rows are only padded to capacity);
   with a TP group of t (expert tensor parallelism = TP, Megatron-Core's default), each TP rank
   dispatches its 1/t of the rows and the ranks then all-gather what they received;
+- regrouping: with ep > 1 and more than one local expert, the rows arrive grouped by the rank that sent
+  them and are regrouped by local expert for the grouped GEMM, and back before the combine (a gather of
+  every received row each way; Megatron-Core's all-to-all dispatcher, `sort_chunks_by_idxs`);
 - the grouped expert GEMMs: one batched matmul over the E/ep local experts, each with `rows` tokens
   and 1/t of its FFN width;
 - combine: a reduce-scatter over the TP group (t > 1), the reverse all-to-all, then the rows weighted
@@ -87,6 +90,14 @@ def expert_rows(tokens: int, experts_per_token: int, num_experts: int, routing: 
     return max(1, math.ceil(share * factor - 1e-9))
 
 
+def _regrouped(x: torch.Tensor, routing: Routing, local: int) -> torch.Tensor:
+    """The received rows reordered between source-rank and local-expert order (a gather of every row) when rows from
+    ep > 1 ranks arrive for more than one local expert; else x itself."""
+    if routing.ep > 1 and local > 1:
+        return x.index_select(0, torch.arange(x.shape[0], device=x.device))
+    return x
+
+
 def _exchange(x: torch.Tensor, routing: Routing, rows: int) -> torch.Tensor:
     """An all-to-all over the EP group; on one rank (ep = 1) no exchange, only the padding (or cut) to `rows`."""
     if routing.ep > 1:
@@ -111,7 +122,7 @@ def routed_experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch
     mine = tokens * k // t
     order = top_k_index.reshape(-1).argsort().narrow(0, 0, mine)
     token_of = torch.div(order, k, rounding_mode="floor")
-    x = _exchange(hidden_states.index_select(0, token_of), routing, local * rows)
+    x = _regrouped(_exchange(hidden_states.index_select(0, token_of), routing, local * rows), routing, local)
     if t > 1:
         x = all_gather(x, t, 1, 0, False)
     up = self.gate_up_proj if self.has_gate else self.up_proj
@@ -120,7 +131,7 @@ def routed_experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch
     y = torch.bmm(y, self.down_proj.transpose(1, 2)).reshape(local * rows * t, hidden)
     if t > 1:
         y = reduce_scatter(y, t, 1, 0, False)
-    y = _exchange(y, routing, mine)
+    y = _exchange(_regrouped(y, routing, local), routing, mine)
     y = y * top_k_weights.reshape(-1).index_select(0, order).unsqueeze(-1).to(y.dtype)
     return hidden_states.new_zeros(tokens, hidden).index_add(0, token_of, y)
 

@@ -6,6 +6,7 @@ plus the pre-layers and post-layers once each, so the LM head and loss are count
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,13 +25,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from phaze.atomic_file import write_atomic
 from phaze.workload.experts import expert_param_bytes
-from phaze.workload.families import block_parts, build_parts, count_params, valid_ep
-from phaze.workload.graph import DENSE, Shard, Workload
+from phaze.workload.families import PartSpec, block_parts, build_parts, count_params, valid_ep
+from phaze.workload.fused_ops import fuse_module_kernels, fused_rotary
+from phaze.workload.graph import DENSE, LayerGraph, Shard, Workload
 from phaze.workload.trace import part_graph
 
 log = logging.getLogger(__name__)
 
-EXTRACTOR_VERSION = 7
+EXTRACTOR_VERSION = 9
 """Bump when the extracted tables change meaning, so stale caches are not reused."""
 
 ARCH_FIELDS = (
@@ -86,6 +88,15 @@ def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(Fa
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool) -> LayerGraph:
+    """One part's graphs; with fused kernels, its norms, rotary embeddings and gated activations as one kernel each
+    (phaze.workload.fused_ops) and its saved tensors as a fusing compiler keeps them."""
+    if fused:
+        fuse_module_kernels(spec.module)
+    with fused_rotary(spec.module) if fused else contextlib.nullcontext():
+        return part_graph(part, spec, tp, mbs, seq_len, fused, expert_param_bytes(spec.module))
+
+
 def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,),
                      ep_values=(1,)) -> Workload:
     """Build and trace the model for each valid shard: pre, layer and post graphs both ways."""
@@ -97,13 +108,13 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     if not shards:
         raise ValueError(f"no TP width in {list(tp_widths)} fits model {model_cfg.name} (max_tp={model_cfg.max_tp}, heads={model_cfg.num_heads})")
     dtype = DTYPES[bytes_per_elem]
+    fused = bool(getattr(model_cfg, "fused_kernels", False))
     graphs = {}
     for shard in shards:
         parts = build_parts(model_cfg, mbs, shard.tp, dtype, sp=shard.sp, cp=shard.cp, ep=shard.ep)
         without_experts = graphs.get(replace(shard, ep=1), {})
         graphs[shard] = {p: without_experts[p] if p in EXPERT_FREE_PARTS and p in without_experts else
-                         part_graph(p, parts[p], shard.tp, mbs, model_cfg.seq_len, bool(getattr(model_cfg, "fused_kernels", False)),
-                                    expert_param_bytes(parts[p].module)) for p in parts}
+                         _traced(p, parts[p], shard.tp, mbs, model_cfg.seq_len, fused) for p in parts}
     params, active = count_params(model_cfg)
     blocks = block_parts(model_cfg)
     return Workload(

@@ -8,6 +8,12 @@ Megatron-Core builds its output layer without Transformer Engine and the recipes
 off (NeMo `fp8_dot_product_attention: false`). An activation that a layer keeps only for its FP8
 GEMMs is kept as their FP8 copy (TE saves the cast input for the weight gradient). Expert GEMMs of a
 mixture of experts are traced as batched matmuls and stay in bf16 here.
+
+Their operands are cast by kernels of their own: each linear module casts its input activation, and in backward
+its output gradient, to FP8 together with the FP8 transpose its weight-gradient GEMM reads (Transformer Engine's
+fused cast-transpose, `fp8_cast_transpose_fused`, in te.Linear's forward and every module's backward); where a
+norm feeds the module (te.LayerNormLinear) the norm kernel writes the FP8 copy itself and only the transpose is
+left (`fp8_transpose`). `fp8_casts` adds these kernels to a graph, one per distinct tensor cast.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from phaze.workload.graph import BLOCK_PARTS, LayerGraph, OpGraph, Workload
+from phaze.workload.graph import BLOCK_PARTS, EDGE_COLUMNS, NO_TRAFFIC, OP_COLUMNS, LayerGraph, OpGraph, Workload
 
 PRECISIONS = ("bf16", "fp8")
 """`train.precision`: bf16 everywhere (with the training dtype's bytes), or FP8 linear-layer GEMMs."""
@@ -40,6 +46,89 @@ def fp8_gemms(ops: pd.DataFrame) -> np.ndarray:
     """Which ops are linear-layer GEMMs run in FP8 (standalone `mm` / `addmm`)."""
     fused = ops["fused"].to_numpy(dtype=bool) if "fused" in ops.columns else np.zeros(len(ops), dtype=bool)
     return (ops["kind"].to_numpy() == "matmul") & np.isin(ops["target"].to_numpy(), LINEAR_GEMM_TARGETS) & ~fused
+
+
+FP8_CAST = "phaze.fp8_cast_transpose"
+"""A bf16 tensor read once, written as its FP8 copy and FP8 transpose."""
+FP8_TRANSPOSE = "phaze.fp8_transpose"
+"""An FP8 tensor (a fused norm's FP8 output) read once, written transposed."""
+NORM_KIND = "norm"
+
+
+PASS_THROUGH_KINDS = ("view", "collective")
+"""What a cast looks through to the tensor's producer: views, and the all-gathers of sequence parallelism (Transformer
+Engine gathers the norm's FP8 output, so a gathered norm output is still cast by its norm)."""
+
+
+def _sources(op: int, preds: dict[int, list[int]], kinds: np.ndarray) -> frozenset[int]:
+    """The operators whose outputs reach `op` directly or through views and collectives (empty: a graph input)."""
+    out, stack, seen = set(), list(preds.get(op, [])), set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if kinds[p] in PASS_THROUGH_KINDS:
+            stack.extend(preds.get(p, []))
+        else:
+            out.add(p)
+    return frozenset(out)
+
+
+def _cast_row(target: str, elements: float, read_bytes_per_elem: float, copies_written: int, shape) -> dict:
+    return {**NO_TRAFFIC, "name": target.split(".")[-1], "target": target, "kind": "elementwise", "out_shape": shape,
+            "in_shapes": (shape,), "numel_out": int(elements), "flops": float(elements),
+            "bytes_read": elements * read_bytes_per_elem, "bytes_written": copies_written * elements * FP8_BYTES_PER_ELEM,
+            "mm_b": 0, "mm_m": 0, "mm_k": 0, "mm_n": 0, "elem_bytes": FP8_BYTES_PER_ELEM, "fused": False, "fp8": False}
+
+
+def fp8_casts(graph: OpGraph, forward: bool) -> OpGraph:
+    """The graph with a cast kernel before the FP8 GEMMs that read a tensor it casts (module docstring): in forward
+    one per distinct input of the GEMMs (Hugging Face's query, key and value projections read one), a transpose only
+    where a norm produced it; in backward one per data-gradient GEMM (each reads its own output gradient; the
+    weight-gradient GEMM reads the transpose the same cast wrote). Each cast depends on the operators whose outputs
+    it reads (through views), and its GEMMs on it."""
+    ops = graph.ops
+    fp8 = ops["fp8"].to_numpy(dtype=bool)
+    kinds = ops["kind"].to_numpy()
+    preds = graph.edges.groupby("dst")["src"].agg(list).to_dict() if len(graph.edges) else {}
+    casts: dict[frozenset, dict] = {}
+    for g in np.flatnonzero(fp8 & (ops["param_bytes"].to_numpy(dtype=np.float64) > 0)).tolist():
+        sources = _sources(g, preds, kinds)
+        key = sources if forward and sources else (g,)
+        if key not in casts:
+            row = ops.iloc[g]
+            elements = float(row.mm_b * row.mm_m * row.mm_k)
+            by_norm = bool(sources) and all(kinds[s] == NORM_KIND for s in sources)
+            target, read, copies = (FP8_TRANSPOSE, FP8_BYTES_PER_ELEM, 1) if by_norm else (FP8_CAST, float(row.elem_bytes), 2)
+            casts[key] = {"row": _cast_row(target, elements, read, copies, (int(row.mm_b * row.mm_m), int(row.mm_k))), "gemms": [],
+                          "sources": sorted(sources)}
+        casts[key]["gemms"].append(g)
+    if not casts:
+        return graph
+    for g in np.flatnonzero(fp8 & (ops["param_bytes"].to_numpy(dtype=np.float64) == 0)).tolist():
+        sources = sorted(_sources(g, preds, kinds))
+        # a weight-gradient GEMM reads the transpose its data-gradient GEMM's cast wrote
+        mate = next((c for c in casts.values() if sources and c["sources"] == sources and len(c["gemms"]) == 1), None)
+        if mate is not None:
+            mate["gemms"].append(g)
+    before: dict[int, list[dict]] = {}
+    for cast in casts.values():  # a graph input is cast first; any other tensor before its first reader
+        before.setdefault(min(cast["gemms"]) if cast["sources"] else 0, []).append(cast)
+    rows, new_id, cast_id = [], {}, []
+    for i, row in enumerate(ops.to_dict("records")):
+        for cast in before.get(i, []):
+            cast_id.append((len(rows), cast))
+            rows.append(cast["row"])
+        new_id[i] = len(rows)
+        rows.append(row)
+    edges = [(new_id[s], new_id[d], b) for s, d, b in graph.edges[list(EDGE_COLUMNS)].itertuples(index=False)]
+    for c, cast in cast_id:
+        edges += [(new_id[s], c, cast["row"]["bytes_read"] / len(cast["sources"])) for s in cast["sources"]]
+        edges += [(c, new_id[g], cast["row"]["numel_out"] * FP8_BYTES_PER_ELEM) for g in cast["gemms"]]
+    frame = pd.DataFrame(rows, columns=list(ops.columns))
+    frame["op_id"] = np.arange(len(frame))
+    return OpGraph(frame, pd.DataFrame(edges, columns=list(EDGE_COLUMNS)))
 
 
 def _compute_consumers(op: int, consumers: dict, kinds: np.ndarray) -> set[int]:
@@ -85,7 +174,7 @@ def fp8_layer(layer: LayerGraph) -> LayerGraph:
         return layer
     fwd, shed = _fp8_graph(layer.fwd, keep_fp8_saves=True)
     bwd, _ = _fp8_graph(layer.bwd, keep_fp8_saves=False)
-    return dataclasses.replace(layer, fwd=fwd, bwd=bwd, saved_bytes=layer.saved_bytes - shed)
+    return dataclasses.replace(layer, fwd=fp8_casts(fwd, forward=True), bwd=fp8_casts(bwd, forward=False), saved_bytes=layer.saved_bytes - shed)
 
 
 def with_precision(workload: Workload, precision: str) -> Workload:

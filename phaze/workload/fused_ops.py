@@ -1,0 +1,199 @@
+"""The kernels a framework with fused kernels (`model.fused_kernels`) runs where Hugging Face's eager modules launch
+a chain of small operators: RMSNorm, the rotary embedding of a query or key tensor, and SwiGLU's gated activation.
+
+Megatron-Core with Transformer Engine, as NeMo configures Llama (nemo/collections/llm/gpt/model/llama.py,
+`LlamaConfig`: `normalization="RMSNorm"` in Transformer Engine's fused norm-linear modules, `apply_rope_fusion`,
+`bias_activation_fusion` for the gated SiLU), runs each of these as one kernel forward and one backward, while the
+eager modules trace as eight operators (RMSNorm: casts, pow, mean, rsqrt, products), five per tensor (rotary: two
+products, a negation, a concatenation, a sum) and two (SiLU and the product). Each is a real custom operator with a
+fake implementation for `meta` tracing, so that the traced graphs hold one node per kernel whose bytes are its own
+inputs and outputs; `fuse_kernels` swaps them into a built model for the trace. Measured on an H100
+(experiments/results/gpu_layer_check.md): such kernels run at HBM bandwidth, as the vector cost model prices them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+
+import torch
+import torch.nn.functional as F
+
+RMS_NORM = "phaze.rms_norm"
+ROTARY = "phaze.rotary"
+SWIGLU = "phaze.swiglu"
+FUSED_OPS = (RMS_NORM, f"{RMS_NORM}_backward", ROTARY, f"{ROTARY}_backward", SWIGLU, f"{SWIGLU}_backward")
+"""Traced operator names (aten_ops.op_name) of the fused kernels, forward and backward."""
+
+RSTD_DTYPE = torch.float32
+"""RMSNorm keeps its per-row reciprocal root mean square in fp32 for backward (as Transformer Engine's rsigma)."""
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+@torch.library.custom_op("phaze::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """weight * x / sqrt(mean(x^2) + eps) over the last dimension, and the per-row reciprocal (fp32)."""
+    x32 = x.to(RSTD_DTYPE)
+    rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * (x32 * rstd).to(x.dtype), rstd
+
+
+@rms_norm.register_fake
+def _rms_norm_fake(x, weight, eps):
+    return torch.empty_like(x), x.new_empty(*x.shape[:-1], 1, dtype=RSTD_DTYPE)
+
+
+@torch.library.custom_op("phaze::rms_norm_backward", mutates_args=())
+def rms_norm_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dweight) of rms_norm from its input and saved reciprocal."""
+    normed = x.to(RSTD_DTYPE) * rstd
+    g = grad.to(RSTD_DTYPE) * weight.to(RSTD_DTYPE)
+    dx = rstd * (g - normed * (g * normed).mean(-1, keepdim=True))
+    dweight = (grad.to(RSTD_DTYPE) * normed).reshape(-1, x.shape[-1]).sum(0)
+    return dx.to(x.dtype), dweight.to(weight.dtype)
+
+
+@rms_norm_backward.register_fake
+def _rms_norm_backward_fake(grad, x, weight, rstd):
+    return torch.empty_like(x), torch.empty_like(weight)
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, _ = inputs
+    ctx.save_for_backward(x, weight, output[1])
+
+
+def _rms_norm_grad(ctx, grad, grad_rstd):
+    x, weight, rstd = ctx.saved_tensors
+    dx, dweight = rms_norm_backward(grad, x, weight, rstd)
+    return dx, dweight, None
+
+
+rms_norm.register_autograd(_rms_norm_grad, setup_context=_rms_norm_setup)
+
+
+@torch.library.custom_op("phaze::rotary", mutates_args=())
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x * cos + rotate_half(x) * sin (cos and sin broadcast over x): the rotary embedding of one tensor."""
+    return (x * cos + _rotate_half(x) * sin).to(x.dtype)
+
+
+@rotary.register_fake
+def _rotary_fake(x, cos, sin):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("phaze::rotary_backward", mutates_args=())
+def rotary_backward(grad: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The input gradient of rotary: grad * cos plus rotate_half's transpose of grad * sin."""
+    return (grad * cos - _rotate_half(grad * sin)).to(grad.dtype)
+
+
+@rotary_backward.register_fake
+def _rotary_backward_fake(grad, cos, sin):
+    return torch.empty_like(grad)
+
+
+def _rotary_setup(ctx, inputs, output):
+    _, cos, sin = inputs
+    ctx.save_for_backward(cos, sin)
+
+
+def _rotary_grad(ctx, grad):
+    cos, sin = ctx.saved_tensors
+    return rotary_backward(grad, cos, sin), None, None
+
+
+rotary.register_autograd(_rotary_grad, setup_context=_rotary_setup)
+
+
+@torch.library.custom_op("phaze::swiglu", mutates_args=())
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up."""
+    return F.silu(gate) * up
+
+
+@swiglu.register_fake
+def _swiglu_fake(gate, up):
+    return torch.empty_like(gate)
+
+
+@torch.library.custom_op("phaze::swiglu_backward", mutates_args=())
+def swiglu_backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dgate, dup) of swiglu."""
+    s = torch.sigmoid(gate.to(RSTD_DTYPE))
+    g32 = gate.to(RSTD_DTYPE)
+    dup = grad.to(RSTD_DTYPE) * g32 * s
+    dgate = grad.to(RSTD_DTYPE) * up.to(RSTD_DTYPE) * s * (1 + g32 * (1 - s))
+    return dgate.to(gate.dtype), dup.to(up.dtype)
+
+
+@swiglu_backward.register_fake
+def _swiglu_backward_fake(grad, gate, up):
+    return torch.empty_like(gate), torch.empty_like(up)
+
+
+def _swiglu_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _swiglu_grad(ctx, grad):
+    return swiglu_backward(grad, *ctx.saved_tensors)
+
+
+swiglu.register_autograd(_swiglu_grad, setup_context=_swiglu_setup)
+
+
+def fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """Hugging Face's apply_rotary_pos_emb (same signature and result) as one rotary kernel per tensor."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return rotary(q, cos, sin), rotary(k, cos, sin)
+
+
+def _fused_rms_forward(self, hidden_states):
+    return rms_norm(hidden_states, self.weight, float(self.variance_epsilon))[0]
+
+
+def _fused_mlp_forward(self, x):
+    return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+def _fused_apply_gate(self, gate_up_out):
+    gate, up = gate_up_out.chunk(2, dim=-1)
+    return swiglu(gate, up)
+
+
+def _is_silu(act) -> bool:
+    return isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"
+
+
+def fuse_module_kernels(module: torch.nn.Module) -> None:
+    """Swap, in place, every Hugging Face RMSNorm, gated-SiLU MLP and gated-SiLU expert group of `module` for the
+    fused kernels (their parameters and results unchanged)."""
+    for m in module.modules():
+        if type(m).__name__.endswith("RMSNorm") and hasattr(m, "variance_epsilon"):
+            m.forward = types.MethodType(_fused_rms_forward, m)
+        elif all(hasattr(m, a) for a in ("gate_proj", "up_proj", "down_proj")) and _is_silu(getattr(m, "act_fn", None)):
+            m.forward = types.MethodType(_fused_mlp_forward, m)
+        elif getattr(m, "has_gate", False) and hasattr(m, "gate_up_proj") and _is_silu(getattr(m, "act_fn", None)):
+            m._apply_gate = types.MethodType(_fused_apply_gate, m)
+
+
+@contextlib.contextmanager
+def fused_rotary(module: torch.nn.Module):
+    """While open, the modeling files of `module`'s submodules that define Hugging Face's apply_rotary_pos_emb call
+    the fused one instead (the attention modules look it up in their file at call time)."""
+    files = {sys.modules[type(m).__module__] for m in module.modules()}
+    patched = [(f, f.apply_rotary_pos_emb) for f in files if hasattr(f, "apply_rotary_pos_emb")]
+    try:
+        for f, _ in patched:
+            f.apply_rotary_pos_emb = fused_apply_rotary_pos_emb
+        yield
+    finally:
+        for f, original in patched:
+            f.apply_rotary_pos_emb = original
