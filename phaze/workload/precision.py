@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from phaze.workload.graph import BLOCK_PARTS, EDGE_COLUMNS, NO_TRAFFIC, OP_COLUMNS, LayerGraph, OpGraph, Workload
+from phaze.workload.graph import BLOCK_PARTS, EDGE_COLUMNS, NO_TRAFFIC, LayerGraph, OpGraph, Workload
 
 PRECISIONS = ("bf16", "fp8")
 """`train.precision`: bf16 everywhere (with the training dtype's bytes), or FP8 linear-layer GEMMs."""
@@ -82,41 +82,48 @@ def _cast_row(target: str, elements: float, read_bytes_per_elem: float, copies_w
             "mm_b": 0, "mm_m": 0, "mm_k": 0, "mm_n": 0, "elem_bytes": FP8_BYTES_PER_ELEM, "fused": False, "fp8": False}
 
 
-def fp8_casts(graph: OpGraph, forward: bool) -> OpGraph:
-    """The graph with a cast kernel before the FP8 GEMMs that read a tensor it casts (module docstring): in forward
-    one per distinct input of the GEMMs (Hugging Face's query, key and value projections read one), a transpose only
-    where a norm produced it; in backward one per data-gradient GEMM (each reads its own output gradient; the
-    weight-gradient GEMM reads the transpose the same cast wrote). Each cast depends on the operators whose outputs
-    it reads (through views), and its GEMMs on it."""
+def _planned_casts(graph: OpGraph, forward: bool) -> list[dict]:
+    """The casts `fp8_casts` inserts: each a row, the FP8 GEMMs that read it and the operators it reads."""
     ops = graph.ops
     fp8 = ops["fp8"].to_numpy(dtype=bool)
     kinds = ops["kind"].to_numpy()
+    takes_weight = ops["param_bytes"].to_numpy(dtype=np.float64) > 0
     preds = graph.edges.groupby("dst")["src"].agg(list).to_dict() if len(graph.edges) else {}
-    casts: dict[frozenset, dict] = {}
-    for g in np.flatnonzero(fp8 & (ops["param_bytes"].to_numpy(dtype=np.float64) > 0)).tolist():
+    casts: dict[object, dict] = {}
+    for g in np.flatnonzero(fp8 & takes_weight).tolist():
         sources = _sources(g, preds, kinds)
-        key = sources if forward and sources else (g,)
+        key = sources if forward and sources else g
         if key not in casts:
             row = ops.iloc[g]
             elements = float(row.mm_b * row.mm_m * row.mm_k)
             by_norm = bool(sources) and all(kinds[s] == NORM_KIND for s in sources)
             target, read, copies = (FP8_TRANSPOSE, FP8_BYTES_PER_ELEM, 1) if by_norm else (FP8_CAST, float(row.elem_bytes), 2)
-            casts[key] = {"row": _cast_row(target, elements, read, copies, (int(row.mm_b * row.mm_m), int(row.mm_k))), "gemms": [],
-                          "sources": sorted(sources)}
+            shape = (int(row.mm_b * row.mm_m), int(row.mm_k))
+            casts[key] = {"row": _cast_row(target, elements, read, copies, shape), "gemms": [], "sources": sorted(sources)}
         casts[key]["gemms"].append(g)
-    if not casts:
-        return graph
-    for g in np.flatnonzero(fp8 & (ops["param_bytes"].to_numpy(dtype=np.float64) == 0)).tolist():
+    for g in np.flatnonzero(fp8 & ~takes_weight).tolist():
         sources = sorted(_sources(g, preds, kinds))
         # a weight-gradient GEMM reads the transpose its data-gradient GEMM's cast wrote
         mate = next((c for c in casts.values() if sources and c["sources"] == sources and len(c["gemms"]) == 1), None)
         if mate is not None:
             mate["gemms"].append(g)
+    return list(casts.values())
+
+
+def fp8_casts(graph: OpGraph, forward: bool) -> OpGraph:
+    """The graph with a cast kernel before the FP8 GEMMs that read a tensor it casts (module docstring): in forward
+    one per distinct input of the GEMMs (Hugging Face's query, key and value projections read one), a transpose only
+    where a norm produced it; in backward one per data-gradient GEMM (each reads its own output gradient; the
+    weight-gradient GEMM reads the transpose the same cast wrote). A graph input is cast first, any other tensor
+    right before its first reader; each cast depends on the operators it reads (through views), its GEMMs on it."""
+    casts = _planned_casts(graph, forward)
+    if not casts:
+        return graph
     before: dict[int, list[dict]] = {}
-    for cast in casts.values():  # a graph input is cast first; any other tensor before its first reader
+    for cast in casts:
         before.setdefault(min(cast["gemms"]) if cast["sources"] else 0, []).append(cast)
     rows, new_id, cast_id = [], {}, []
-    for i, row in enumerate(ops.to_dict("records")):
+    for i, row in enumerate(graph.ops.to_dict("records")):
         for cast in before.get(i, []):
             cast_id.append((len(rows), cast))
             rows.append(cast["row"])
@@ -126,7 +133,7 @@ def fp8_casts(graph: OpGraph, forward: bool) -> OpGraph:
     for c, cast in cast_id:
         edges += [(new_id[s], c, cast["row"]["bytes_read"] / len(cast["sources"])) for s in cast["sources"]]
         edges += [(c, new_id[g], cast["row"]["numel_out"] * FP8_BYTES_PER_ELEM) for g in cast["gemms"]]
-    frame = pd.DataFrame(rows, columns=list(ops.columns))
+    frame = pd.DataFrame(rows, columns=list(graph.ops.columns))
     frame["op_id"] = np.arange(len(frame))
     return OpGraph(frame, pd.DataFrame(edges, columns=list(EDGE_COLUMNS)))
 
@@ -174,7 +181,8 @@ def fp8_layer(layer: LayerGraph) -> LayerGraph:
         return layer
     fwd, shed = _fp8_graph(layer.fwd, keep_fp8_saves=True)
     bwd, _ = _fp8_graph(layer.bwd, keep_fp8_saves=False)
-    return dataclasses.replace(layer, fwd=fp8_casts(fwd, forward=True), bwd=fp8_casts(bwd, forward=False), saved_bytes=layer.saved_bytes - shed)
+    return dataclasses.replace(layer, fwd=fp8_casts(fwd, forward=True), bwd=fp8_casts(bwd, forward=False),
+                               saved_bytes=layer.saved_bytes - shed)
 
 
 def with_precision(workload: Workload, precision: str) -> Workload:
