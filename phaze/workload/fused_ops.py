@@ -7,8 +7,9 @@ Megatron-Core with Transformer Engine, as NeMo configures Llama (nemo/collection
 eager modules trace as eight operators (RMSNorm: casts, pow, mean, rsqrt, products), five per tensor (rotary: two
 products, a negation, a concatenation, a sum) and two (SiLU and the product). Each is a real custom operator with a
 fake implementation for `meta` tracing, so that the traced graphs hold one node per kernel whose bytes are its own
-inputs and outputs; `fuse_kernels` swaps them into a built model for the trace. Measured on an H100
-(experiments/results/gpu_layer_check.md): such kernels run at HBM bandwidth, as the vector cost model prices them.
+inputs and outputs; `fuse_module_kernels` and `fused_rotary` swap them into a built model for the trace. Checked on
+an H100 (experiments/results/gpu_layer_check.md): Llama layers under torch.compile, which fuses these chains, take
+0.98-1.03 of the time predicted with them.
 """
 
 from __future__ import annotations
