@@ -104,3 +104,18 @@ def test_a_fused_norm_writes_the_fp8_copy_and_only_its_transpose_is_left():
     transposes, casts = ops[ops.target == FP8_TRANSPOSE], ops[ops.target == FP8_CAST]
     assert sorted(transposes.numel_out) == [32 * 64] * 2 and sorted(casts.numel_out) == [32 * 64, 32 * 96]
     assert (transposes.bytes_read == transposes.numel_out).all() and (transposes.bytes_written == transposes.numel_out).all()
+
+
+def test_behind_sequence_parallel_gathers_a_norm_output_still_needs_only_its_transpose():
+    """GPT-2 style layer, TP 2 with sequence parallelism: the LayerNorm runs on the sequence shard and its output is
+    all-gathered before the QKV and MLP-up GEMMs (Transformer Engine gathers the norm's FP8 output), so those two take
+    a transpose of the gathered T x h tensor; the attention output (T x h / 2 per rank) and the GeLU output (T x f / 2)
+    are cast."""
+    tiny = ["model=gpt2", "model.num_layers=2", "model.hidden_size=64", "model.num_heads=4", "model.num_kv_heads=4",
+            "model.ffn_hidden_size=256", "model.vocab_size=256", "model.seq_len=16", "model.max_position_embeddings=64", "model.attention=flash", "model.activation=gelu_pytorch_tanh",
+            "model.fused_kernels=true", "model.dropout=0", "model.max_tp=2"]
+    workload = extract_uncached(compose_cfg(*tiny).model, 2, 2, (2,), (True,))
+    ops = with_precision(workload, "fp8").part(2, "layer", sp=True).fwd.ops
+    tokens, h = 2 * 16, 64
+    assert sorted(ops[ops.target == FP8_TRANSPOSE].numel_out) == [tokens * h] * 2
+    assert sorted(ops[ops.target == FP8_CAST].numel_out) == [tokens * h // 2, tokens * 256 // 2]
