@@ -112,8 +112,9 @@ def test_behind_sequence_parallel_gathers_a_norm_output_still_needs_only_its_tra
     a transpose of the gathered T x h tensor; the attention output (T x h / 2 per rank) and the GeLU output (T x f / 2)
     are cast."""
     tiny = ["model=gpt2", "model.num_layers=2", "model.hidden_size=64", "model.num_heads=4", "model.num_kv_heads=4",
-            "model.ffn_hidden_size=256", "model.vocab_size=256", "model.seq_len=16", "model.max_position_embeddings=64", "model.attention=flash", "model.activation=gelu_pytorch_tanh",
-            "model.fused_kernels=true", "model.dropout=0", "model.max_tp=2"]
+            "model.ffn_hidden_size=256", "model.vocab_size=256", "model.seq_len=16", "model.max_position_embeddings=64",
+            "model.attention=flash", "model.activation=gelu_pytorch_tanh", "model.fused_kernels=true", "model.dropout=0",
+            "model.max_tp=2"]
     workload = extract_uncached(compose_cfg(*tiny).model, 2, 2, (2,), (True,))
     ops = with_precision(workload, "fp8").part(2, "layer", sp=True).fwd.ops
     tokens, h = 2 * 16, 64
