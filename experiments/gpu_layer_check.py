@@ -149,7 +149,7 @@ def measure_layer(torch, name: str, spec: dict, device, profile_dir: Path) -> di
             timings.append((events[0].elapsed_time(events[1]) / 1e3, events[1].elapsed_time(events[2]) / 1e3))
         else:
             timings.append((time.perf_counter() - start, 0.0))
-    late = sorted(timings[len(timings) // 2:])
+    late = timings[len(timings) // 2:]
     fwd = sorted(t[0] for t in late)[len(late) // 2] / LAYERS_PER_STACK
     bwd = sorted(t[1] for t in late)[len(late) // 2] / LAYERS_PER_STACK
     row = {"case": name, **spec, "fwd_s": fwd, "bwd_s": bwd, "kept_bytes_per_layer": kept / LAYERS_PER_STACK, "steps": len(timings)}
@@ -200,21 +200,6 @@ def measure(out: Path, cases: list[str], scale: int) -> None:
     (out / "h100_layers.csv").write_text("\n".join(lines) + "\n")
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
     (out / "h100_layers_device.txt").write_text(f"{name}, torch {torch.__version__}\n")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="mode", required=True)
-    m = sub.add_parser("measure")
-    m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--cases", nargs="*", default=list(LAYERS), choices=list(LAYERS))
-    m.add_argument("--scale", type=int, default=1, help="divide every size by this (a dry run on a CPU)")
-    sub.add_parser("compare").add_argument("--measured", type=Path, default=Path(__file__).resolve().parent / "data" / "h100_layers")
-    args = parser.parse_args()
-    if args.mode == "measure":
-        measure(args.out, args.cases, args.scale)
-    else:
-        compare(args.measured)
 
 
 # The validation rows' model family and vocabulary per case (docs/validation_runs.csv: MPT and GPT-3 as GPT-2 blocks,
@@ -334,6 +319,21 @@ def compare(measured: Path) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "gpu_layer_check.md").write_text(page)
     print(page)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--cases", nargs="*", default=list(LAYERS), choices=list(LAYERS))
+    m.add_argument("--scale", type=int, default=1, help="divide every size by this (a dry run on a CPU)")
+    sub.add_parser("compare").add_argument("--measured", type=Path, default=Path(__file__).resolve().parent / "data" / "h100_layers")
+    args = parser.parse_args()
+    if args.mode == "measure":
+        measure(args.out, args.cases, args.scale)
+    else:
+        compare(args.measured)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,6 @@ from phaze.hardware.derating import OPTIONAL_DERATING_COLUMNS
 from phaze.hardware.rates import GB, peak_matmul_flops, peak_vector_ops
 
 
-"""Derating columns a row may lack (an accelerator without CTA tiles or a matmul latency floor)."""
-
-
 @dataclass(frozen=True)
 class Accelerator:
     """PHAZE's template: `n_tc` tensor cores of `tc_rows x tc_cols` MACs, `n_vc` vector cores of

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from phaze.atomic_file import write_atomic
 from phaze.workload.experts import expert_param_bytes
 from phaze.workload.families import PartSpec, block_parts, build_parts, count_params, valid_ep
-from phaze.workload.fused_ops import fuse_module_kernels, fused_rotary
+from phaze.workload.fused_ops import fused_kernels
 from phaze.workload.graph import DENSE, LayerGraph, Shard, Workload
 from phaze.workload.trace import part_graph
 
@@ -91,9 +91,7 @@ def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(Fa
 def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool) -> LayerGraph:
     """One part's graphs; with fused kernels, its norms, rotary embeddings and gated activations as one kernel each
     (phaze.workload.fused_ops) and its saved tensors as a fusing compiler keeps them."""
-    if fused:
-        fuse_module_kernels(spec.module)
-    with fused_rotary(spec.module) if fused else contextlib.nullcontext():
+    with fused_kernels(spec.module) if fused else contextlib.nullcontext():
         return part_graph(part, spec, tp, mbs, seq_len, fused, expert_param_bytes(spec.module))
 
 

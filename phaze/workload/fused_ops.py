@@ -7,7 +7,7 @@ Megatron-Core with Transformer Engine, as NeMo configures Llama (nemo/collection
 eager modules trace as eight operators (RMSNorm: casts, pow, mean, rsqrt, products), five per tensor (rotary: two
 products, a negation, a concatenation, a sum) and two (SiLU and the product). Each is a real custom operator with a
 fake implementation for `meta` tracing, so that the traced graphs hold one node per kernel whose bytes are its own
-inputs and outputs; `fuse_module_kernels` and `fused_rotary` swap them into a built model for the trace. Checked on
+inputs and outputs; `fused_kernels` swaps them into a built model for its trace. Checked on
 an H100 (experiments/results/gpu_layer_check.md): Llama layers under torch.compile, which fuses these chains, take
 0.98-1.03 of the time predicted with them.
 """
@@ -173,7 +173,7 @@ def _is_silu(act) -> bool:
     return isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"
 
 
-def fuse_module_kernels(module: torch.nn.Module) -> None:
+def _fuse_module_kernels(module: torch.nn.Module) -> None:
     """Swap, in place, every Hugging Face RMSNorm, gated-SiLU MLP and gated-SiLU expert group of `module` for the
     fused kernels (their parameters and results unchanged)."""
     for m in module.modules():
@@ -186,9 +186,11 @@ def fuse_module_kernels(module: torch.nn.Module) -> None:
 
 
 @contextlib.contextmanager
-def fused_rotary(module: torch.nn.Module):
-    """While open, the modeling files of `module`'s submodules that define Hugging Face's apply_rotary_pos_emb call
-    the fused one instead (the attention modules look it up in their file at call time)."""
+def fused_kernels(module: torch.nn.Module):
+    """`module` (built for one trace) with its norms and gated activations swapped for the fused kernels, and, while
+    open, the modeling files of its submodules that define Hugging Face's apply_rotary_pos_emb calling the fused one
+    instead (the attention modules look it up in their file at call time)."""
+    _fuse_module_kernels(module)
     files = {sys.modules[type(m).__module__] for m in module.modules()}
     patched = [(f, f.apply_rotary_pos_emb) for f in files if hasattr(f, "apply_rotary_pos_emb")]
     try:
