@@ -14,7 +14,9 @@ import pytest
 
 from phaze.config import compose_config
 from phaze.hardware.space import enumerate_space
+from phaze.search.claims import DatabaseClaims
 from phaze.search.resume import fail_dead_trials, make_storage
+from phaze.search.samplers import ClaimedOrderSampler, SpaceExhausted
 from tests.test_search_study import TINY_MODEL
 
 pytestmark = pytest.mark.slow
@@ -79,7 +81,7 @@ def test_interrupted_study_resumes_without_losing_or_repeating_a_point(tmp_path,
     assert sorted(t.params["point"] for t in complete) == list(range(n_points))  # each point exactly once
     assert len(failed) <= 1  # the trial running at the hard kill (unless it landed between trials), failed ...
     for dead in failed:
-        if "point" not in dead.params:  # killed between creating the trial and recording its point: its claim is released
+        if "point" not in dead.params:  # killed between creating the trial and recording its point: its retry took its claim (or it was released)
             continue
         retry = [t for t in complete if t.params["point"] == dead.params["point"]]
         assert len(retry) == 1 and retry[0].number > dead.number  # ... and its point re-proposed
@@ -111,3 +113,21 @@ def test_trial_killed_before_its_first_heartbeat_is_retried(tmp_path):
     trials = study.get_trials(deepcopy=False)
     assert [t.state.name for t in trials] == ["FAIL", "WAITING"]
     assert trials[1].params == {"point": dead.params["point"]}
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_trial_killed_between_claiming_and_recording_its_point_hands_the_claim_to_its_retry(tmp_path):
+    """A process killed after its trial claimed a point but before Optuna recorded it leaves a claim that no
+    trial's params show; the dead trial's retry (no params to copy) takes that claim over, so the point is
+    proposed again instead of staying claimed by a dead trial for ever."""
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    claims = DatabaseClaims(url, "claimed")
+    sampler = ClaimedOrderSampler(list(range(3)), claims)
+    study = optuna.create_study(study_name="claimed", storage=make_storage(url, heartbeat_interval_s=1, grace_period_s=1), sampler=sampler)
+    dead = study.ask()
+    assert claims.claim(0, dead.number)  # the sampler's claim, written; the process dies before the param is
+    assert fail_dead_trials(study, url, grace_period_s=1, wait_s=10) == 0
+    proposed = []
+    study.optimize(lambda trial: proposed.append(trial.suggest_int("point", 0, 2)) or 0.0, catch=(SpaceExhausted,))
+    assert sorted(proposed) == [0, 1, 2]
+    assert claims.owners_by_point() == {t.params["point"]: t.number for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}

@@ -19,6 +19,9 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 TABLE = "phaze_point_claims"
 PASSED_OVER = -1
 """The owner of a point that a worker's bound dismissed (a claim no trial holds): decided, never proposed again."""
+RETRY_HISTORY_ATTR = "retry_history"
+"""System attribute that Optuna's RetryHeartbeatStaleTrialCallback gives a retry: the numbers of the failed trials
+it retries (the original first); a retry whose original died before recording its point inherits its claim."""
 SQLITE_BUSY_TIMEOUT_S = 20.0
 """How long an SQLite writer waits for another process's lock: sqlite3's default of 5 s is short for
 several workers writing trials, heartbeats and claims into one file on a loaded machine; much longer

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import optuna
 from optuna.trial import TrialState
 
-from phaze.search.claims import SQLITE_BUSY_TIMEOUT_S, tune_sqlite
+from phaze.search.claims import RETRY_HISTORY_ATTR, SQLITE_BUSY_TIMEOUT_S, tune_sqlite
 
 POLL_S = 0.5
 """How often a waiting worker looks at the study again."""
@@ -154,7 +154,7 @@ def requeue_interrupted(study: optuna.Study, param: str) -> int:
     """Re-enqueue failed trials (SIGINT, or stale without a retry) whose point no other trial holds."""
     trials = study.get_trials(deepcopy=False)
     held = {t.params.get(param) for t in trials if t.state != TrialState.FAIL}
-    retried = {t.system_attrs.get("failed_trial") for t in trials} | {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+    retried = {t.system_attrs.get("failed_trial") for t in trials} | {n for t in trials for n in t.system_attrs.get(RETRY_HISTORY_ATTR, [])}
     retry = retry_dead_trial()
     count = 0
     for t in trials:

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 import optuna
 
-from phaze.search.claims import PASSED_OVER
+from phaze.search.claims import PASSED_OVER, RETRY_HISTORY_ATTR
 
 BOUND_STOP_ATTR = "stopped_by_bound"
 """Study attribute set when branch and bound proved every unvisited point dominated."""
@@ -140,7 +140,21 @@ class ClaimedOrderSampler(optuna.samplers.BaseSampler):
             self.claims.claim_many(self.dismissed, PASSED_OVER)
             self.dismissed.clear()
 
+    def _inherited(self, trial) -> int | None:
+        """For the retry of a trial that died between claiming its point and recording it (so the retry has no point
+        to copy): that point, its claim taken over from the dead trial; None for any other trial."""
+        dead = set(trial.system_attrs.get(RETRY_HISTORY_ATTR, ()))
+        if not dead:
+            return None
+        for point, owner in self.claims.owners_by_point().items():
+            if owner in dead and self.claims.take_over(point, owner, trial.number):
+                return point
+        return None
+
     def _propose(self, study, trial) -> int:
+        point = self._inherited(trial)
+        if point is not None:
+            return point
         if self.taken is None or self.claim_first:  # other workers' claims since, skipped without a failed insert each
             self.taken = set(self.claims.owners_by_point())
         passed_over = self.skip(study) if self.skip is not None else (lambda point, known_only=False: False)
