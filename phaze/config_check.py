@@ -20,7 +20,7 @@ from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
-from phaze.placement.memory import MASTER_BYTES_CHOICES
+from phaze.placement.memory import MASTER_BYTES_CHOICES, MOMENT_BYTES_CHOICES
 from phaze.plan_space import options
 from phaze.schedule.backends import BACKEND_CHOICES
 from phaze.search.evaluator import PLACEMENTS
@@ -215,6 +215,8 @@ def check_train(cfg, m) -> None:
         _choice(t.grad_bytes_per_elem, "train.grad_bytes_per_elem", sorted(DTYPES))
     if t.master_bytes_per_param is not None:
         _choice(t.master_bytes_per_param, "train.master_bytes_per_param", MASTER_BYTES_CHOICES)
+    if t.moment_bytes_per_param is not None:
+        _choice(t.moment_bytes_per_param, "train.moment_bytes_per_param", MOMENT_BYTES_CHOICES)
     _choice(t.optimizer, "train.optimizer", OPTIMIZERS)
     _choice(t.precision, "train.precision", PRECISIONS)
     if t.precision == "fp8":

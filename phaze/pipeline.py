@@ -21,6 +21,7 @@ from phaze.cost.network import Network
 from phaze.hardware import Accelerator
 from phaze.placement import PartCosts, PlacementInput, PlacementResult, evaluate_fixed, optimize
 from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table, time_table
+from phaze.placement.memory import ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.placement.solve import Space
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
@@ -434,6 +435,11 @@ def variants_of(cfg) -> list[LayerVariant]:
     return layer_variants(cfg, bool(cfg.hw.inter_op_parallel))
 
 
+def _or_default(value, default: float) -> float:
+    """A train.* byte count, or the fp32 default where it is null."""
+    return float(default if value is None else value)
+
+
 def placement_input(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, latencies=None) -> PlacementInput:
     """The placement DP's input for one accelerator point: every part scheduled (or the given latencies)."""
     if latencies is None:
@@ -470,7 +476,8 @@ class PlacementSetup:
             devices=int(cfg.cluster.devices), global_batch=int(cfg.train.global_batch), seq_len=int(any_w.seq_len),
             optimizer=cfg.train.optimizer,
             bytes_per_elem=int(cfg.train.bytes_per_elem), grad_bytes_per_elem=int(cfg.train.grad_bytes_per_elem or 0),
-            master_bytes_per_param=int(cfg.train.master_bytes_per_param or 0),
+            master_bytes_per_param=_or_default(cfg.train.master_bytes_per_param, FP32_MASTER_BYTES_PER_PARAM),
+            moment_bytes_per_param=_or_default(cfg.train.moment_bytes_per_param, ADAM_MOMENTS_BYTES_PER_PARAM),
             weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem)),
             p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
             recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),

@@ -259,8 +259,10 @@ class TrainCfg:
     # Bytes of a gradient element, kept and reduced (null: bytes_per_elem; Megatron keeps bf16 runs' gradients in fp32: 4).
     grad_bytes_per_elem: Optional[int] = None
     # Bytes of Adam's master copy of a weight below fp32 (null: an fp32 copy, 4; NeMo's Apex distributed Adam keeps
-    # only the 16 bits a bf16 weight lacks: 2).
+    # only the 16 bits a bf16 weight lacks: 2, or none where its optimizer state is bf16 as the weights: 0).
     master_bytes_per_param: Optional[int] = None
+    # Bytes of Adam's two moments per weight (null: fp32, 8; NeMo's Apex distributed Adam with optim.dtype=bf16: 4).
+    moment_bytes_per_param: Optional[int] = None
     optimizer: str = "sgd"  # sgd | adam | none (inference: no gradients, no optimizer state, nothing reduced)
     # Only the forward pass (inference, phaze.workload.inference): with optimizer none, what train=inference runs.
     forward_only: bool = False

@@ -50,6 +50,10 @@ def test_sixteen_bytes_per_parameter_of_zero_paper_and_nemo_master_remainders():
     # NeMo's distributed Adam keeps 2-byte master remainders: 2 + 4 + (8 + 2) / 8 bytes per parameter
     mult = state_bytes_per_param_byte("adam", 2, 1, SHARDS, grad_bytes_per_elem=4, master_bytes_per_param=2)
     assert mult * 2 == pytest.approx(2 + 4 + 10 / SHARDS)
+    # NeMo's distributed Adam with its state in bf16 (optim.dtype=bf16, grad_sync_dtype=bf16): no master copy, bf16
+    # moments, bf16 gradients: 2 + 2 + 4 / 8 bytes per parameter
+    mult = state_bytes_per_param_byte("adam", 2, 1, SHARDS, grad_bytes_per_elem=2, master_bytes_per_param=0, moment_bytes_per_param=4)
+    assert mult * 2 == pytest.approx(2 + 2 + 4 / SHARDS)
     with pytest.raises(ValueError, match="placement.zero"):
         state_bytes_per_param_byte("adam", 2, 4, SHARDS)
 

@@ -25,7 +25,9 @@ import numpy as np
 
 from phaze.cost.network import Network
 from phaze.placement.dp import TIMELINE_FLOW_SHOP, TIMELINE_OFF, TIMELINE_ONE_STREAM
-from phaze.placement.memory import state_bytes_per_param_byte, state_components, transient_part_copies
+from phaze.placement.memory import (
+    ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM, state_bytes_per_param_byte, state_components, transient_part_copies,
+)
 
 OPTIMIZERS = ("sgd", "adam", "none")
 """none: inference, no gradients to keep or reduce (train=inference)."""
@@ -139,8 +141,10 @@ class PlacementInput:
     FSDP, Megatron-FSDP by default): the backward's flow shop then has one communication stream (phaze.placement.dp)."""
     grad_bytes_per_elem: int = 0
     """Bytes of one gradient element, kept and reduced (0: the training precision's bytes_per_elem)."""
-    master_bytes_per_param: int = 0
-    """Bytes of Adam's master copy of a weight below fp32 (0: fp32, 4 bytes)."""
+    master_bytes_per_param: float = FP32_MASTER_BYTES_PER_PARAM
+    """Bytes of Adam's master copy of a weight below fp32 (phaze.placement.memory.MASTER_BYTES_CHOICES)."""
+    moment_bytes_per_param: float = ADAM_MOMENTS_BYTES_PER_PARAM
+    """Bytes of Adam's two moments per weight (phaze.placement.memory.MOMENT_BYTES_CHOICES)."""
     weight_cache_bytes_per_param_byte: float = 0.0
     """Bytes kept beside each weight byte for the GEMMs (FP8 training's weight and transpose caches)."""
     p2p_scatter_gather: bool = False
@@ -218,12 +222,12 @@ class PlacementInput:
     def state_mult(self, zero: int = 0, shards: int = 1) -> float:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
         return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
-                                          self.master_bytes_per_param or None, self.weight_cache_bytes_per_param_byte)
+                                          self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param)
 
     def state_parts(self, zero: int = 0, shards: int = 1) -> dict[str, float]:
         """state_mult split into weights, weight caches, gradients and optimizer state (phaze.placement.memory)."""
         return state_components(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
-                                self.master_bytes_per_param or None, self.weight_cache_bytes_per_param_byte)
+                                self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param)
 
     def memory_param_bytes(self, prm: np.ndarray, expert: np.ndarray, zero: int, shards: int, ep: int) -> np.ndarray:
         """Weights as the memory formulas read them, state_mult(zero, shards) bytes each: the expert weights

@@ -19,12 +19,16 @@ GRADIENT_COPIES = 1.0
 """Weights and their gradients, each in the training precision (PHAZE's SGD accounting: 2 copies)."""
 ADAM_MOMENTS_BYTES_PER_PARAM = 8.0
 """Adam's first and second moments in fp32 (ZeRO §3.1: 12 bytes of optimizer state = these + master)."""
+MOMENT_BYTES_CHOICES = (4, 8)
+"""Adam's two moments per parameter: 8 (fp32) or 4 (bf16: Apex DistributedFusedAdam's `dtype`, the optimizer
+state's type, set to bf16 in NeMo recipes such as dgxc-benchmarking's nemotron4-340b-synth.yaml)."""
 FP32_MASTER_BYTES_PER_PARAM = 4.0
 """fp32 master weights kept when training in a lower precision (ZeRO §3.1)."""
 FP32_BYTES = 4
-MASTER_BYTES_CHOICES = (2, 4)
-"""A master copy below fp32: 4 (fp32) or 2 (the low 16 bits of an fp32 value whose high 16 bits are the bf16 weight:
-NeMo's `store_param_remainders`, NVIDIA/NeMo megatron_base_model.py setup_optimization)."""
+MASTER_BYTES_CHOICES = (0, 2, 4)
+"""A master copy below fp32: 4 (fp32), 2 (the low 16 bits of an fp32 value whose high 16 bits are the bf16 weight:
+NeMo's `store_param_remainders`) or 0 (none: NeMo's `store_params=False` where the optimizer state has the weights'
+type; both in NVIDIA/NeMo megatron_base_model.py setup_optimization)."""
 ZERO_STAGES = (0, 1, 2, 3)
 """0: replicated; 1: optimizer state sharded (Megatron's distributed optimizer); 2: + gradients; 3: + weights (FSDP full shard)."""
 
@@ -42,14 +46,17 @@ def transient_part_copies(zero: int, grad_bytes_per_param_byte: float = 1.0) -> 
     return ZERO_TRANSIENT_GRADIENT_COPIES[zero] * grad_bytes_per_param_byte + ZERO_TRANSIENT_WEIGHT_COPIES[zero]
 
 
-def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, master_bytes_per_param: int | None = None) -> float:
+def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, master_bytes_per_param: int | None = None,
+                                         moment_bytes_per_param: int | None = None) -> float:
     """Optimizer-state bytes per byte of weights (0 for SGD, 12 / bytes for mixed-precision Adam; a master copy of
-    `master_bytes_per_param` instead of fp32's 4 where the framework stores less)."""
+    `master_bytes_per_param` instead of fp32's 4, and moments of `moment_bytes_per_param` instead of fp32's 8, where
+    the framework stores less)."""
     if optimizer in ("sgd", "none"):
         return 0.0
     if optimizer == "adam":
         master = FP32_MASTER_BYTES_PER_PARAM if master_bytes_per_param is None else float(master_bytes_per_param)
-        extra = ADAM_MOMENTS_BYTES_PER_PARAM + (master if bytes_per_elem < FP32_BYTES else 0.0)
+        moments = ADAM_MOMENTS_BYTES_PER_PARAM if moment_bytes_per_param is None else float(moment_bytes_per_param)
+        extra = moments + (master if bytes_per_elem < FP32_BYTES else 0.0)
         return extra / bytes_per_elem
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
@@ -60,14 +67,16 @@ optimizer state, each sharded as the ZeRO stage shards it."""
 
 
 def state_components(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1, grad_bytes_per_elem: int | None = None,
-                     master_bytes_per_param: int | None = None, weight_cache_copies: float = 0.0) -> dict[str, float]:
+                     master_bytes_per_param: int | None = None, weight_cache_copies: float = 0.0,
+                     moment_bytes_per_param: int | None = None) -> dict[str, float]:
     """Bytes of each of STATE_PARTS per byte of (unsharded) weights held by a device, with ZeRO stage `zero`
     sharding over `shards` ranks (stage 1 the optimizer state, 2 also the gradients, 3 also the weights and their
     caches); gradients kept in `grad_bytes_per_elem` (default: the training precision; Megatron keeps bf16 runs'
-    gradients in fp32); `weight_cache_copies` more bytes per weight byte kept beside the weights (FP8 training)."""
+    gradients in fp32); `weight_cache_copies` more bytes per weight byte kept beside the weights (FP8 training); Adam's
+    master copy and moments in `master_bytes_per_param` and `moment_bytes_per_param` (default: fp32's 4 and 8)."""
     if zero not in ZERO_STAGES:
         raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
-    optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param)
+    optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param, moment_bytes_per_param)
     grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem if optimizer != "none" else 0.0
     weight_shards = shards if zero >= 3 else 1
     return {"weights": WEIGHT_COPIES / weight_shards, "weight_cache": weight_cache_copies / weight_shards,
@@ -76,8 +85,8 @@ def state_components(optimizer: str, bytes_per_elem: int, zero: int = 0, shards:
 
 def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1,
                                grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None,
-                               weight_cache_copies: float = 0.0) -> float:
+                               weight_cache_copies: float = 0.0, moment_bytes_per_param: int | None = None) -> float:
     """Bytes of weights + gradients + optimizer state per byte of (unsharded) weights held by a device: the sum of
     state_components."""
     return sum(state_components(optimizer, bytes_per_elem, zero, shards, grad_bytes_per_elem, master_bytes_per_param,
-                                weight_cache_copies).values())
+                                weight_cache_copies, moment_bytes_per_param).values())
