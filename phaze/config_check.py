@@ -20,7 +20,7 @@ from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
-from phaze.placement.memory import MASTER_BYTES_CHOICES, MOMENT_BYTES_CHOICES
+from phaze.placement.memory import FP32_MASTER_BYTES_PER_PARAM, MASTER_BYTES_CHOICES, MOMENT_BYTES_CHOICES
 from phaze.plan_space import options
 from phaze.schedule.backends import BACKEND_CHOICES
 from phaze.search.evaluator import PLACEMENTS
@@ -224,6 +224,11 @@ def check_train(cfg, m) -> None:
         if float(cfg.hw.fp8_matmul_ratio) < 1:
             raise ConfigError(f"hw.fp8_matmul_ratio={cfg.hw.fp8_matmul_ratio}: train.precision=fp8 needs tensor cores with FP8; "
                               f"allowed values are >= 1 (the FP8 peak over the bf16 peak; hw=h100: 2.0), or train.precision=bf16")
+    if t.fp8_params:
+        _choice(t.precision, "train.precision (train.fp8_params=true keeps the weights in FP8)", ["fp8"])
+        if t.master_bytes_per_param is not None:
+            _choice(t.master_bytes_per_param, "train.master_bytes_per_param (FP8 weights have no bf16 half for a remainder: "
+                    "an fp32 master copy)", [int(FP32_MASTER_BYTES_PER_PARAM)])
     _choice(t.recompute_granularity, "train.recompute_granularity", RECOMPUTE_GRANULARITIES)
     _choice(t.step_model, "train.step_model", STEP_MODELS)
     if t.attention is not None:

@@ -33,7 +33,7 @@ from phaze.workload.extract import extract_workloads
 from phaze.workload.graph import BLOCK_PARTS, DENSE, Workload
 from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
-from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, with_precision
+from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, weight_bytes_per_param_byte, with_precision
 
 GIB = 2**30
 
@@ -478,7 +478,9 @@ class PlacementSetup:
             bytes_per_elem=int(cfg.train.bytes_per_elem), grad_bytes_per_elem=int(cfg.train.grad_bytes_per_elem or 0),
             master_bytes_per_param=_or_default(cfg.train.master_bytes_per_param, FP32_MASTER_BYTES_PER_PARAM),
             moment_bytes_per_param=_or_default(cfg.train.moment_bytes_per_param, ADAM_MOMENTS_BYTES_PER_PARAM),
-            weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem)),
+            weight_cache_bytes_per_param_byte=fp8_weight_cache_bytes_per_param_byte(cfg.train.precision, int(cfg.train.bytes_per_elem),
+                                                                                    bool(cfg.train.fp8_params)),
+            weight_bytes_per_param_byte=weight_bytes_per_param_byte(int(cfg.train.bytes_per_elem), bool(cfg.train.fp8_params)),
             p2p_scatter_gather=bool(cfg.train.p2p_scatter_gather),
             recompute_granularity=cfg.train.recompute_granularity, model_flops_per_seq=any_w.train_matmul_flops_per_seq(any_w.tp_widths[0]),
             part_names=("pre",) + tuple(f"{'dense' if part == DENSE else 'layer'}{i}" for i, part in enumerate(any_w.blocks)) + ("post",),

@@ -256,6 +256,9 @@ class TrainCfg:
     bytes_per_elem: int = 2
     # GEMM precision: bf16 | fp8 (Transformer Engine: the transformer layers' linear GEMMs in FP8; phaze.workload.precision).
     precision: str = "bf16"
+    # With precision fp8: the linear layers' weights kept in FP8 only (Transformer Engine's fp8_model_init, NeMo's
+    # fp8_params): no bf16 copy, ZeRO gathers in FP8, an fp32 master copy in the optimizer.
+    fp8_params: bool = False
     # Bytes of a gradient element, kept and reduced (null: bytes_per_elem; Megatron keeps bf16 runs' gradients in fp32: 4).
     grad_bytes_per_elem: Optional[int] = None
     # Bytes of Adam's master copy of a weight below fp32 (null: an fp32 copy, 4; NeMo's Apex distributed Adam keeps

@@ -60,6 +60,8 @@ CASES = [
     (["hw=h100", "hw.fp8_matmul_ratio=0.5"], "hw.fp8_matmul_ratio", ">= 1"),
     (["hw=h100", "hw.fp8_matmul_efficiency=0"], "hw.fp8_matmul_efficiency", "(0, 1]"),
     (["hw=h100", "hw.fp8_matmul_efficiency=1.2"], "hw.fp8_matmul_efficiency", "(0, 1]"),
+    (["train.fp8_params=true"], "train.precision", "fp8"),
+    (["hw=h100", "train.precision=fp8", "train.fp8_params=true", "train.master_bytes_per_param=2"], "train.master_bytes_per_param", "4"),
     (["hw=h100", "hw.matmul_sustained_slowdown=0.9"], "hw.matmul_sustained_slowdown", ">= 1"),
     (["hw=h100", "hw.matmul_tile_rows=-1"], "hw.matmul_tile_rows", "whole number of elements >= 0"),
     (["hw=h100", "hw.matmul_fixed_s=-1e-6"], "hw.matmul_fixed_s", "seconds >= 0"),

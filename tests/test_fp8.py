@@ -10,7 +10,7 @@ from phaze.hardware import enumerate_space
 from phaze.placement.memory import state_bytes_per_param_byte
 from phaze.workload.extract import extract_uncached, extract_workload
 from phaze.workload.precision import (FP8_CAST, FP8_TRANSPOSE, FP8_WEIGHT_CACHE_BYTES_PER_PARAM, fp8_weight_cache_bytes_per_param_byte,
-                                      with_precision)
+                                      weight_bytes_per_param_byte, with_precision)
 from tests.conftest import compose_cfg
 from tests.cost_cases import matmul_op, ops_frame
 
@@ -71,6 +71,17 @@ def test_fp8_weight_caches_in_the_state_per_parameter():
     assert fp8_weight_cache_bytes_per_param_byte("bf16", 2) == 0.0
     # ZeRO-3 shards the caches with the weights.
     assert state_bytes_per_param_byte("sgd", 2, zero=3, shards=4, weight_cache_copies=cache) == pytest.approx((1 + 1) / 4 + 1 / 4)
+
+
+def test_fp8_weights_keep_one_byte_and_their_transpose_instead_of_bf16_and_two_caches():
+    # train.fp8_params: 1 (FP8 weight) + 1 (its FP8 transpose) + 4 (fp32 gradient) + 12 (moments and fp32 master) / 8
+    # ZeRO-1 shards = 7.5 bytes per parameter, against 2 + 2 + 4 + 12 / 8 = 9.5 with bf16 weights and FP8 caches.
+    weights = weight_bytes_per_param_byte(2, fp8_params=True)
+    cache = fp8_weight_cache_bytes_per_param_byte("fp8", 2, fp8_params=True)
+    assert (weights, cache) == (0.5, 0.5)
+    assert state_bytes_per_param_byte("adam", 2, 1, 8, 4, weight_cache_copies=cache, weight_copies=weights) * 2 == pytest.approx(7.5)
+    assert state_bytes_per_param_byte("adam", 2, 1, 8, 4, weight_cache_copies=fp8_weight_cache_bytes_per_param_byte("fp8", 2)) * 2 == pytest.approx(9.5)
+    assert weight_bytes_per_param_byte(2, fp8_params=False) == 1.0
 
 
 def test_fp8_operands_are_cast_once_per_tensor(llama_layers):

@@ -14,7 +14,7 @@ from phaze.cost.latency import collective_s
 from phaze.cost.network import Network
 from phaze.placement import PlacementInput, evaluate_fixed
 from phaze.placement.dp import (
-    TIMELINE_FLOW_SHOP, TIMELINE_ONE_STREAM, TL_FIELDS, TL_GB, TL_RBL, TL_RBM, TL_XBL, extend_stage, new_stage, stage_core_s,
+    TIMELINE_FLOW_SHOP, TIMELINE_ONE_STREAM, TL_FIELDS, TL_GB, TL_GH, TL_RBL, TL_RBM, TL_XBL, extend_stage, new_stage, stage_core_s,
 )
 from phaze.placement.memory import state_bytes_per_param_byte, transient_part_copies
 from phaze.placement.plan import interleaved_chunk_inflight, interleaved_inflight
@@ -221,6 +221,20 @@ def test_zero0_reduction_is_one_gradient_all_reduce_per_part():
     expected = 2 * 7 / 8 * grads / 200e9 + 2 * 1 / 2 * grads / 8 / 25e9
     assert tl[TL_RBL, 0] == pytest.approx(expected, rel=1e-12)
     assert np.count_nonzero(tl) == 2
+
+
+def test_the_distributed_optimizer_gathers_fp8_weights_in_half_the_bytes():
+    """ZeRO-1's parameter all-gather after the step moves the weights as kept: bf16, or FP8 with train.fp8_params."""
+    network = Network(16, 8, 200e9, 25e9, 0.0)
+    prm = np.array([[1e9, 2e9]])
+    kw = dict(zero=1, dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0, overlap_grad_reduce=True,
+              overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
+    bf16 = timeline_arrays(prm, np.array([1]), network, **kw)
+    fp8 = timeline_arrays(prm, np.array([1]), network, **kw, gather_bytes_per_param_byte=0.5)
+    expected = 7 / 8 * prm[0] / 200e9 + 1 / 2 * prm[0] / 8 / 25e9  # hierarchical ring all-gather of the bf16 weights
+    assert bf16[TL_GH, 0] == pytest.approx(expected, rel=1e-12)
+    assert fp8[TL_GH, 0] == pytest.approx(expected / 2, rel=1e-12)
+    assert fp8[TL_RBL, 0] == pytest.approx(bf16[TL_RBL, 0], rel=1e-12)  # the gradients are reduced as before
 
 
 # --- collectives that overlap compute still slow it (Lee et al. 2025: 18.9% on A100 / H100; hw.overlap_slowdown)

@@ -147,6 +147,8 @@ class PlacementInput:
     """Bytes of Adam's two moments per weight (phaze.placement.memory.MOMENT_BYTES_CHOICES)."""
     weight_cache_bytes_per_param_byte: float = 0.0
     """Bytes kept beside each weight byte for the GEMMs (FP8 training's weight and transpose caches)."""
+    weight_bytes_per_param_byte: float = 1.0
+    """Bytes a device keeps, and a ZeRO gather moves, per byte of training-precision weights (FP8 weights: 0.5)."""
     p2p_scatter_gather: bool = False
     """Megatron-LM's pipeline scatter/gather of replicated activations (module docstring)."""
     update_bytes_per_param_byte: float = 0.0
@@ -222,12 +224,14 @@ class PlacementInput:
     def state_mult(self, zero: int = 0, shards: int = 1) -> float:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
         return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
-                                          self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param)
+                                          self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param,
+                                self.weight_bytes_per_param_byte)
 
     def state_parts(self, zero: int = 0, shards: int = 1) -> dict[str, float]:
         """state_mult split into weights, weight caches, gradients and optimizer state (phaze.placement.memory)."""
         return state_components(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
-                                self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param)
+                                self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param,
+                                self.weight_bytes_per_param_byte)
 
     def memory_param_bytes(self, prm: np.ndarray, expert: np.ndarray, zero: int, shards: int, ep: int) -> np.ndarray:
         """Weights as the memory formulas read them, state_mult(zero, shards) bytes each: the expert weights
@@ -255,12 +259,13 @@ class PlacementInput:
 
     def transient_copies(self, zero: int) -> float:
         """ZeRO's unsharded per-part buffers, in bytes per byte of the largest part's weights (phaze.placement.memory)."""
-        return transient_part_copies(zero, self.grad_bytes_per_param_byte)
+        return transient_part_copies(zero, self.grad_bytes_per_param_byte, self.weight_bytes_per_param_byte)
 
     def step_comm_options(self) -> dict:
         """The framework's precisions, overlaps and update cost that shape a step's timeline arrays
         (phaze.placement.stepcomm.step_arrays), whatever the plan."""
-        return dict(grad_bytes_per_param_byte=self.grad_bytes_per_param_byte, overlap_grad_reduce=self.overlap_grad_reduce,
+        return dict(grad_bytes_per_param_byte=self.grad_bytes_per_param_byte, gather_bytes_per_param_byte=self.weight_bytes_per_param_byte,
+                    overlap_grad_reduce=self.overlap_grad_reduce,
                     overlap_param_gather=self.overlap_param_gather, update_bytes_per_param_byte=self.update_bytes_per_param_byte,
                     hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown)
 

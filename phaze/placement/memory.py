@@ -40,10 +40,12 @@ gathered weights of the part computing and of the one prefetched (PyTorch FSDP g
 Zhao et al. 2023, arXiv 2304.11277, §3.3 'forward/backward prefetching')."""
 
 
-def transient_part_copies(zero: int, grad_bytes_per_param_byte: float = 1.0) -> float:
+def transient_part_copies(zero: int, grad_bytes_per_param_byte: float = 1.0, weight_bytes_per_param_byte: float = 1.0) -> float:
     """Bytes of the unsharded per-part buffers per byte of the largest part's weights, the gradient copies in the
-    precision the gradients are reduced in (fp32 gradients of bf16 weights: 2 bytes per weight byte)."""
-    return ZERO_TRANSIENT_GRADIENT_COPIES[zero] * grad_bytes_per_param_byte + ZERO_TRANSIENT_WEIGHT_COPIES[zero]
+    precision the gradients are reduced in (fp32 gradients of bf16 weights: 2 bytes per weight byte), the gathered
+    weights in the precision they are kept in (FP8 weights of bf16 training: 0.5)."""
+    return (ZERO_TRANSIENT_GRADIENT_COPIES[zero] * grad_bytes_per_param_byte
+            + ZERO_TRANSIENT_WEIGHT_COPIES[zero] * weight_bytes_per_param_byte)
 
 
 def optimizer_state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, master_bytes_per_param: int | None = None,
@@ -68,25 +70,27 @@ optimizer state, each sharded as the ZeRO stage shards it."""
 
 def state_components(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1, grad_bytes_per_elem: int | None = None,
                      master_bytes_per_param: int | None = None, weight_cache_copies: float = 0.0,
-                     moment_bytes_per_param: int | None = None) -> dict[str, float]:
+                     moment_bytes_per_param: int | None = None, weight_copies: float = WEIGHT_COPIES) -> dict[str, float]:
     """Bytes of each of STATE_PARTS per byte of (unsharded) weights held by a device, with ZeRO stage `zero`
     sharding over `shards` ranks (stage 1 the optimizer state, 2 also the gradients, 3 also the weights and their
     caches); gradients kept in `grad_bytes_per_elem` (default: the training precision; Megatron keeps bf16 runs'
     gradients in fp32); `weight_cache_copies` more bytes per weight byte kept beside the weights (FP8 training); Adam's
-    master copy and moments in `master_bytes_per_param` and `moment_bytes_per_param` (default: fp32's 4 and 8)."""
+    master copy and moments in `master_bytes_per_param` and `moment_bytes_per_param` (default: fp32's 4 and 8); the
+    weights themselves `weight_copies` bytes per byte (FP8 weights of bf16 training: 0.5)."""
     if zero not in ZERO_STAGES:
         raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
     optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param, moment_bytes_per_param)
     grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem if optimizer != "none" else 0.0
     weight_shards = shards if zero >= 3 else 1
-    return {"weights": WEIGHT_COPIES / weight_shards, "weight_cache": weight_cache_copies / weight_shards,
+    return {"weights": weight_copies / weight_shards, "weight_cache": weight_cache_copies / weight_shards,
             "gradients": grads / (shards if zero >= 2 else 1), "optimizer_state": optimizer_state / (shards if zero >= 1 else 1)}
 
 
 def state_bytes_per_param_byte(optimizer: str, bytes_per_elem: int, zero: int = 0, shards: int = 1,
                                grad_bytes_per_elem: int | None = None, master_bytes_per_param: int | None = None,
-                               weight_cache_copies: float = 0.0, moment_bytes_per_param: int | None = None) -> float:
+                               weight_cache_copies: float = 0.0, moment_bytes_per_param: int | None = None,
+                               weight_copies: float = WEIGHT_COPIES) -> float:
     """Bytes of weights + gradients + optimizer state per byte of (unsharded) weights held by a device: the sum of
     state_components."""
     return sum(state_components(optimizer, bytes_per_elem, zero, shards, grad_bytes_per_elem, master_bytes_per_param,
-                                weight_cache_copies, moment_bytes_per_param).values())
+                                weight_cache_copies, moment_bytes_per_param, weight_copies).values())

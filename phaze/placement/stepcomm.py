@@ -64,15 +64,15 @@ def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, **kw)
 def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
                     replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
                     update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1,
-                    overlap_slowdown: float = 0.0) -> np.ndarray:
+                    overlap_slowdown: float = 0.0, gather_bytes_per_param_byte: float = 1.0) -> np.ndarray:
     """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
     `expert` are expert weights under expert parallelism `ep`; `replicas` of the dp share each network domain
     (`replicas_within`); gradients are `grad_bytes_per_param_byte`
-    times their size (fp32 gradients of bf16 weights: 2)."""
+    times their size (fp32 gradients of bf16 weights: 2), gathered weights `gather_bytes_per_param_byte` (FP8 weights: 0.5)."""
     if ep > 1 and expert is not None and np.any(expert):
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
-                      hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown)
+                      hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown, gather_bytes_per_param_byte=gather_bytes_per_param_byte)
         return (step_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
                 + step_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
@@ -83,7 +83,7 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
         grads = prm[wi] * grad_bytes_per_param_byte
         allreduce = np.asarray(network.group_allreduce_s(grads, shards, within), dtype=np.float64)
         scatter = np.asarray(network.group_reduce_scatter_s(grads, shards, within), dtype=np.float64)
-        gather = np.asarray(network.group_all_gather_s(prm[wi], shards, within), dtype=np.float64)
+        gather = np.asarray(network.group_all_gather_s(prm[wi] * gather_bytes_per_param_byte, shards, within), dtype=np.float64)
         step_gather = (TL_GH if overlap_param_gather else TL_XH, gather)
         last_reduce = TL_RBL if overlap_grad_reduce else TL_XBL
         each_reduce = TL_RBM if overlap_grad_reduce else TL_XB

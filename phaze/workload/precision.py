@@ -195,6 +195,21 @@ def with_precision(workload: Workload, precision: str) -> Workload:
     return dataclasses.replace(workload, graphs=graphs)
 
 
-def fp8_weight_cache_bytes_per_param_byte(precision: str, bytes_per_elem: int) -> float:
-    """Bytes of FP8 weight caches per byte of (training-precision) weights: 0 unless training in FP8."""
-    return FP8_WEIGHT_CACHE_BYTES_PER_PARAM / bytes_per_elem if precision == "fp8" else 0.0
+FP8_PARAMS_TRANSPOSE_BYTES_PER_PARAM = 1.0
+"""With FP8 weights (`train.fp8_params`) the weight itself is the FP8 copy; Transformer Engine keeps its FP8 transpose
+beside it (Float8Tensor's cached transpose, for the data-gradient GEMM)."""
+
+
+def fp8_weight_cache_bytes_per_param_byte(precision: str, bytes_per_elem: int, fp8_params: bool = False) -> float:
+    """Bytes of FP8 weight caches per byte of (training-precision) weights: 0 unless training in FP8; with FP8 weights
+    only the transpose."""
+    if precision != "fp8":
+        return 0.0
+    return (FP8_PARAMS_TRANSPOSE_BYTES_PER_PARAM if fp8_params else FP8_WEIGHT_CACHE_BYTES_PER_PARAM) / bytes_per_elem
+
+
+def weight_bytes_per_param_byte(bytes_per_elem: int, fp8_params: bool) -> float:
+    """Bytes a device keeps, and a ZeRO gather moves, per byte of training-precision weights: 1, or the FP8 weights' share
+    with `train.fp8_params` (Transformer Engine's fp8_model_init: the linear layers' weights exist in FP8 only, and the
+    distributed optimizers gather them in FP8). Applied to every weight of a part, as the caches are."""
+    return FP8_BYTES_PER_ELEM / bytes_per_elem if fp8_params else 1.0
