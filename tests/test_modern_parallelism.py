@@ -223,14 +223,20 @@ def test_zero0_reduction_is_one_gradient_all_reduce_per_part():
     assert np.count_nonzero(tl) == 2
 
 
+TWO_NODES = Network(16, 8, 200e9, 25e9, 0.0)
+"""Two nodes of 8 devices: 200 GB/s inside a node, 25 GB/s per device between them."""
+TWO_PARTS = np.array([[1e9, 2e9]])
+"""bf16 weights of two parts (bytes on one device)."""
+OVERLAPPED_DP = dict(dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0, overlap_grad_reduce=True,
+                     overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
+"""Data parallelism over both nodes, fp32 gradients, reductions and gathers overlapped, the update not timed."""
+
+
 def test_the_distributed_optimizer_gathers_fp8_weights_in_half_the_bytes():
     """ZeRO-1's parameter all-gather after the step moves the weights as kept: bf16, or FP8 with train.fp8_params."""
-    network = Network(16, 8, 200e9, 25e9, 0.0)
-    prm = np.array([[1e9, 2e9]])
-    kw = dict(zero=1, dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0, overlap_grad_reduce=True,
-              overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
-    bf16 = timeline_arrays(prm, np.array([1]), network, **kw)
-    fp8 = timeline_arrays(prm, np.array([1]), network, **kw, gather_bytes_per_param_byte=0.5)
+    prm = TWO_PARTS
+    bf16 = timeline_arrays(prm, np.array([1]), TWO_NODES, zero=1, **OVERLAPPED_DP)
+    fp8 = timeline_arrays(prm, np.array([1]), TWO_NODES, zero=1, **OVERLAPPED_DP, gather_bytes_per_param_byte=0.5)
     expected = 7 / 8 * prm[0] / 200e9 + 1 / 2 * prm[0] / 8 / 25e9  # hierarchical ring all-gather of the bf16 weights
     assert bf16[TL_GH, 0] == pytest.approx(expected, rel=1e-12)
     assert fp8[TL_GH, 0] == pytest.approx(expected / 2, rel=1e-12)
@@ -240,10 +246,7 @@ def test_the_distributed_optimizer_gathers_fp8_weights_in_half_the_bytes():
 # --- collectives that overlap compute still slow it (Lee et al. 2025: 18.9% on A100 / H100; hw.overlap_slowdown)
 
 def test_an_overlapped_reduction_slows_the_backward_it_hides_under():
-    network = Network(16, 8, 200e9, 25e9, 0.0)
-    prm = np.array([[1e9, 2e9]])
-    kw = dict(zero=0, dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0, overlap_grad_reduce=True,
-              overlap_param_gather=True, update_bytes_per_param_byte=0.0, hbm_bytes_s=0.0)
+    network, prm, kw = TWO_NODES, TWO_PARTS, dict(zero=0, **OVERLAPPED_DP)
     free = timeline_arrays(prm, np.array([1]), network, **kw)
     slowed = timeline_arrays(prm, np.array([1]), network, **kw, overlap_slowdown=0.189)
     # the reduction still runs beside the last backward, which now also pays 0.189 / 1.189 of its time

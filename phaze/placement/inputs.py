@@ -225,7 +225,7 @@ class PlacementInput:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
         return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
                                           self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param,
-                                self.weight_bytes_per_param_byte)
+                                          self.weight_bytes_per_param_byte)
 
     def state_parts(self, zero: int = 0, shards: int = 1) -> dict[str, float]:
         """state_mult split into weights, weight caches, gradients and optimizer state (phaze.placement.memory)."""
