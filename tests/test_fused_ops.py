@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from transformers.models.llama import modeling_llama
 
 from phaze.workload.extract import extract_uncached
-from phaze.workload.fused_ops import FUSED_OPS, fused_apply_rotary_pos_emb, rms_norm, swiglu
+from phaze.workload.fused_ops import FUSED_OPS, GEGLU, fused_apply_rotary_pos_emb, geglu, rms_norm, swiglu
 from tests.conftest import compose_cfg
 
 T, H, HEADS, KV, FFN, SEQ = 2 * 16, 64, 4, 2, 96, 16
@@ -44,6 +44,9 @@ def test_fused_kernels_compute_what_the_eager_chains_compute():
     fused, fused_grads = _grads(swiglu, gate, up)
     ref, ref_grads = _grads(lambda g, u: F.silu(g) * u, gate, up)
     assert torch.allclose(fused, ref) and all(torch.allclose(a, b) for a, b in zip(fused_grads, ref_grads))
+    fused, fused_grads = _grads(geglu, gate, up)
+    ref, ref_grads = _grads(lambda g, u: F.gelu(g, approximate="tanh") * u, gate, up)
+    assert torch.allclose(fused, ref) and all(torch.allclose(a, b) for a, b in zip(fused_grads, ref_grads))
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +74,30 @@ def test_a_fused_llama_layer_runs_one_kernel_per_norm_rotary_and_gate(layers):
     gate = fwd[fwd.target == "phaze.swiglu"].iloc[0]
     assert (gate.bytes_read, gate.bytes_written) == (2 * T * FFN * BF16, T * FFN * BF16)
     assert len(fwd) < len(eager.fwd.ops) and len(bwd) < len(eager.bwd.ops)
-    assert set(FUSED_OPS) == set(fwd.target[fwd.target.str.startswith("phaze.") & ~fwd.target.str.contains("flash|attention")]) | \
+    assert set(FUSED_OPS) - {GEGLU, f"{GEGLU}_backward"} == \
+        set(fwd.target[fwd.target.str.startswith("phaze.") & ~fwd.target.str.contains("flash|attention")]) | \
         set(bwd.target[bwd.target.str.startswith("phaze.") & ~bwd.target.str.contains("flash|attention")])
 
 
 def test_tracing_with_fused_kernels_leaves_the_modeling_files_as_they_were(layers):
     assert modeling_llama.apply_rotary_pos_emb is not fused_apply_rotary_pos_emb
     assert modeling_llama.LlamaRMSNorm.forward.__qualname__ == "LlamaRMSNorm.forward"
+
+
+TINY_GROK = ["model=mixtral_8x7b", "model.num_layers=2", f"model.hidden_size={H}", f"model.num_heads={HEADS}", f"model.num_kv_heads={KV}",
+             f"model.ffn_hidden_size={FFN}", f"model.expert_ffn_hidden_size={FFN}", "model.num_experts=4", "model.experts_per_token=2",
+             "model.vocab_size=256", f"model.seq_len={SEQ}", "model.max_position_embeddings=64", "model.attention=flash",
+             "model.activation=gelu_pytorch_tanh"]
+"""A two-layer mixture of experts gated with the tanh GeLU, as Grok-1 (`activation: fast-geglu` in NeMo's recipe)."""
+
+
+def test_tanh_gelu_gated_experts_run_one_geglu_kernel_each_way():
+    """With fused kernels the experts' gate is one GeGLU kernel forward and one backward (Megatron-Core's bias_geglu_impl),
+    reading the gate and up halves and writing their product; eager, it is a GeLU and a product."""
+    eager = extract_uncached(compose_cfg(*TINY_GROK).model, 2, BF16, (1,)).part(1, "layer")
+    fused = extract_uncached(compose_cfg(*TINY_GROK, "model.fused_kernels=true").model, 2, BF16, (1,)).part(1, "layer")
+    assert "gelu" in set(eager.fwd.ops.target) and "gelu_backward" in set(eager.bwd.ops.target)
+    assert "gelu" not in set(fused.fwd.ops.target) and "gelu_backward" not in set(fused.bwd.ops.target)
+    gates = fused.fwd.ops[fused.fwd.ops.target == GEGLU]
+    assert len(gates) >= 1 and (fused.bwd.ops.target == f"{GEGLU}_backward").sum() == len(gates)
+    assert (gates.bytes_read == 2 * gates.bytes_written).all()

@@ -35,13 +35,16 @@ CYCLES_PER_ELEM = {
     # Fused kernels (phaze.workload.fused_ops): the per-element cycles of the eager chain each replaces, per-row
     # operators (the mean's rsqrt) left out. RMSNorm: _to_copy, pow, mean, mul, _to_copy, mul; its backward: eight
     # products, two sums, two casts, mean's div and pow's backward pow; rotary: mul, neg, cat, mul, add (backward:
-    # mul, neg, two slice_backward, two add, mul); SwiGLU: silu, mul (backward: silu_backward, two mul).
+    # mul, neg, two slice_backward, two add, mul); SwiGLU: silu, mul (backward: silu_backward, two mul); GeGLU (tanh
+    # GeLU): gelu, mul (backward: gelu_backward, two mul).
     "phaze.rms_norm": 20.0,
     "phaze.rms_norm_backward": 36.0,
     "phaze.rotary": 5.0,
     "phaze.rotary_backward": 7.0,
     "phaze.swiglu": 15.0,
     "phaze.swiglu_backward": 17.0,
+    "phaze.geglu": 16.0,
+    "phaze.geglu_backward": 17.0,
 }
 
 

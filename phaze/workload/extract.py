@@ -32,7 +32,7 @@ from phaze.workload.trace import part_graph
 
 log = logging.getLogger(__name__)
 
-EXTRACTOR_VERSION = 9
+EXTRACTOR_VERSION = 10
 """Bump when the extracted tables change meaning, so stale caches are not reused."""
 
 ARCH_FIELDS = (

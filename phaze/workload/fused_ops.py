@@ -1,11 +1,14 @@
 """The kernels a framework with fused kernels (`model.fused_kernels`) runs where Hugging Face's eager modules launch
-a chain of small operators: RMSNorm, the rotary embedding of a query or key tensor, and SwiGLU's gated activation.
+a chain of small operators: RMSNorm, the rotary embedding of a query or key tensor, and the gated activations of
+SwiGLU and of GeGLU with the tanh GeLU.
 
 Megatron-Core with Transformer Engine, as NeMo configures Llama (nemo/collections/llm/gpt/model/llama.py,
 `LlamaConfig`: `normalization="RMSNorm"` in Transformer Engine's fused norm-linear modules, `apply_rope_fusion`,
-`bias_activation_fusion` for the gated SiLU), runs each of these as one kernel forward and one backward, while the
-eager modules trace as eight operators (RMSNorm: casts, pow, mean, rsqrt, products), five per tensor (rotary: two
-products, a negation, a concatenation, a sum) and two (SiLU and the product). Each is a real custom operator with a
+`bias_activation_fusion` for the gated SiLU; for a gated GeLU, Megatron-Core's `bias_geglu_impl`, as NeMo's Grok-1
+recipe runs it: dgxc-benchmarking grok1/grok1_314b.yaml, `activation: fast-geglu`, `bias_activation_fusion: true`),
+runs each of these as one kernel forward and one backward, while the eager modules trace as eight operators (RMSNorm:
+casts, pow, mean, rsqrt, products), five per tensor (rotary: two products, a negation, a concatenation, a sum) and
+two (the activation and the product). Each is a real custom operator with a
 fake implementation for `meta` tracing, so that the traced graphs hold one node per kernel whose bytes are its own
 inputs and outputs; `fused_kernels` swaps them into a built model for its trace. Checked on
 an H100 (experiments/results/gpu_layer_check.md): Llama layers under torch.compile, which fuses these chains, take
@@ -24,11 +27,19 @@ import torch.nn.functional as F
 RMS_NORM = "phaze.rms_norm"
 ROTARY = "phaze.rotary"
 SWIGLU = "phaze.swiglu"
-FUSED_OPS = (RMS_NORM, f"{RMS_NORM}_backward", ROTARY, f"{ROTARY}_backward", SWIGLU, f"{SWIGLU}_backward")
+GEGLU = "phaze.geglu"
+FUSED_OPS = (RMS_NORM, f"{RMS_NORM}_backward", ROTARY, f"{ROTARY}_backward", SWIGLU, f"{SWIGLU}_backward", GEGLU, f"{GEGLU}_backward")
 """Traced operator names (aten_ops.op_name) of the fused kernels, forward and backward."""
 
 RSTD_DTYPE = torch.float32
 """RMSNorm keeps its per-row reciprocal root mean square in fp32 for backward (as Transformer Engine's rsigma)."""
+
+GELU_TANH_SCALE = (2.0 / torch.pi) ** 0.5
+GELU_TANH_CUBIC = 0.044715
+"""The tanh approximation of GeLU: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel 2016, §2)."""
+
+TANH_GELU_ACTIVATIONS = ("GELUTanh", "PytorchGELUTanh", "NewGELUActivation")
+"""Hugging Face activation classes that compute the tanh GeLU (`gelu_pytorch_tanh`, `gelu_new`)."""
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -139,7 +150,7 @@ def _swiglu_backward_fake(grad, gate, up):
     return torch.empty_like(gate), torch.empty_like(up)
 
 
-def _swiglu_setup(ctx, inputs, output):
+def _save_gate_inputs(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
 
@@ -147,7 +158,42 @@ def _swiglu_grad(ctx, grad):
     return swiglu_backward(grad, *ctx.saved_tensors)
 
 
-swiglu.register_autograd(_swiglu_grad, setup_context=_swiglu_setup)
+swiglu.register_autograd(_swiglu_grad, setup_context=_save_gate_inputs)
+
+
+@torch.library.custom_op("phaze::geglu", mutates_args=())
+def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """gelu_tanh(gate) * up."""
+    return F.gelu(gate, approximate="tanh") * up
+
+
+@geglu.register_fake
+def _geglu_fake(gate, up):
+    return torch.empty_like(gate)
+
+
+@torch.library.custom_op("phaze::geglu_backward", mutates_args=())
+def geglu_backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dgate, dup) of geglu, computed in fp32 (or the inputs' wider type)."""
+    wide = torch.promote_types(gate.dtype, RSTD_DTYPE)
+    g, dy = gate.to(wide), grad.to(wide)
+    t = torch.tanh(GELU_TANH_SCALE * (g + GELU_TANH_CUBIC * g ** 3))
+    dgelu = 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * GELU_TANH_SCALE * (1 + 3 * GELU_TANH_CUBIC * g * g)
+    dup = dy * 0.5 * g * (1 + t)
+    dgate = dy * up.to(wide) * dgelu
+    return dgate.to(gate.dtype), dup.to(up.dtype)
+
+
+@geglu_backward.register_fake
+def _geglu_backward_fake(grad, gate, up):
+    return torch.empty_like(gate), torch.empty_like(up)
+
+
+def _geglu_grad(ctx, grad):
+    return geglu_backward(grad, *ctx.saved_tensors)
+
+
+geglu.register_autograd(_geglu_grad, setup_context=_save_gate_inputs)
 
 
 def fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
@@ -161,27 +207,35 @@ def _fused_rms_forward(self, hidden_states):
 
 
 def _fused_mlp_forward(self, x):
-    return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+    return self.down_proj(self.fused_gate(self.gate_proj(x), self.up_proj(x)))
 
 
 def _fused_apply_gate(self, gate_up_out):
     gate, up = gate_up_out.chunk(2, dim=-1)
-    return swiglu(gate, up)
+    return self.fused_gate(gate, up)
 
 
-def _is_silu(act) -> bool:
-    return isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"
+def _gate_kernel(act):
+    """The fused gated-activation kernel for a gate activation module: swiglu, geglu, or None (not fused)."""
+    if isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation":
+        return swiglu
+    if type(act).__name__ in TANH_GELU_ACTIVATIONS:
+        return geglu
+    return None
 
 
 def _fuse_module_kernels(module: torch.nn.Module) -> None:
-    """Swap, in place, every Hugging Face RMSNorm, gated-SiLU MLP and gated-SiLU expert group of `module` for the
-    fused kernels (their parameters and results unchanged)."""
+    """Swap, in place, every Hugging Face RMSNorm, gated MLP and gated expert group (SiLU or tanh-GeLU gate) of `module`
+    for the fused kernels (their parameters and results unchanged)."""
     for m in module.modules():
+        kernel = _gate_kernel(getattr(m, "act_fn", None))
         if type(m).__name__.endswith("RMSNorm") and hasattr(m, "variance_epsilon"):
             m.forward = types.MethodType(_fused_rms_forward, m)
-        elif all(hasattr(m, a) for a in ("gate_proj", "up_proj", "down_proj")) and _is_silu(getattr(m, "act_fn", None)):
+        elif kernel is not None and all(hasattr(m, a) for a in ("gate_proj", "up_proj", "down_proj")):
+            m.fused_gate = kernel
             m.forward = types.MethodType(_fused_mlp_forward, m)
-        elif getattr(m, "has_gate", False) and hasattr(m, "gate_up_proj") and _is_silu(getattr(m, "act_fn", None)):
+        elif kernel is not None and getattr(m, "has_gate", False) and hasattr(m, "gate_up_proj"):
+            m.fused_gate = kernel
             m._apply_gate = types.MethodType(_fused_apply_gate, m)
 
 
