@@ -26,7 +26,7 @@ import numpy as np
 from phaze.cost.network import Network
 from phaze.placement.dp import TIMELINE_FLOW_SHOP, TIMELINE_OFF, TIMELINE_ONE_STREAM
 from phaze.placement.memory import (
-    ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM, state_bytes_per_param_byte, state_components, transient_part_copies,
+    ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM, state_components, transient_part_copies,
 )
 
 OPTIMIZERS = ("sgd", "adam", "none")
@@ -223,9 +223,7 @@ class PlacementInput:
 
     def state_mult(self, zero: int = 0, shards: int = 1) -> float:
         """Bytes of weights, gradients and optimizer state per byte of a device's weights (phaze.placement.memory)."""
-        return state_bytes_per_param_byte(self.optimizer, self.bytes_per_elem, zero, shards, self.grad_bytes_per_elem or None,
-                                          self.master_bytes_per_param, self.weight_cache_bytes_per_param_byte, self.moment_bytes_per_param,
-                                          self.weight_bytes_per_param_byte)
+        return sum(self.state_parts(zero, shards).values())
 
     def state_parts(self, zero: int = 0, shards: int = 1) -> dict[str, float]:
         """state_mult split into weights, weight caches, gradients and optimizer state (phaze.placement.memory)."""

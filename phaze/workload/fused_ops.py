@@ -130,46 +130,20 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
-@swiglu.register_fake
-def _swiglu_fake(gate, up):
-    return torch.empty_like(gate)
-
-
 @torch.library.custom_op("phaze::swiglu_backward", mutates_args=())
 def swiglu_backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(dgate, dup) of swiglu."""
-    s = torch.sigmoid(gate.to(RSTD_DTYPE))
     g32 = gate.to(RSTD_DTYPE)
+    s = torch.sigmoid(g32)
     dup = grad.to(RSTD_DTYPE) * g32 * s
     dgate = grad.to(RSTD_DTYPE) * up.to(RSTD_DTYPE) * s * (1 + g32 * (1 - s))
     return dgate.to(gate.dtype), dup.to(up.dtype)
-
-
-@swiglu_backward.register_fake
-def _swiglu_backward_fake(grad, gate, up):
-    return torch.empty_like(gate), torch.empty_like(up)
-
-
-def _save_gate_inputs(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
-
-
-def _swiglu_grad(ctx, grad):
-    return swiglu_backward(grad, *ctx.saved_tensors)
-
-
-swiglu.register_autograd(_swiglu_grad, setup_context=_save_gate_inputs)
 
 
 @torch.library.custom_op("phaze::geglu", mutates_args=())
 def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """gelu_tanh(gate) * up."""
     return F.gelu(gate, approximate="tanh") * up
-
-
-@geglu.register_fake
-def _geglu_fake(gate, up):
-    return torch.empty_like(gate)
 
 
 @torch.library.custom_op("phaze::geglu_backward", mutates_args=())
@@ -184,16 +158,27 @@ def geglu_backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> 
     return dgate.to(gate.dtype), dup.to(up.dtype)
 
 
-@geglu_backward.register_fake
-def _geglu_backward_fake(grad, gate, up):
+def _gate_fake(gate, up):
+    return torch.empty_like(gate)
+
+
+def _gate_backward_fake(grad, gate, up):
     return torch.empty_like(gate), torch.empty_like(up)
 
 
-def _geglu_grad(ctx, grad):
-    return geglu_backward(grad, *ctx.saved_tensors)
+def _save_gate_inputs(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
 
 
-geglu.register_autograd(_geglu_grad, setup_context=_save_gate_inputs)
+def _register_gate(kernel, backward) -> None:
+    """A gated activation's fake implementations and autograd: its backward kernel from the saved gate and up."""
+    kernel.register_fake(_gate_fake)
+    backward.register_fake(_gate_backward_fake)
+    kernel.register_autograd(lambda ctx, grad: backward(grad, *ctx.saved_tensors), setup_context=_save_gate_inputs)
+
+
+_register_gate(swiglu, swiglu_backward)
+_register_gate(geglu, geglu_backward)
 
 
 def fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
