@@ -28,6 +28,7 @@ from phaze.search.claims import PASSED_OVER, PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
 from phaze.search.samplers import BOUND_STOP_ATTR, ORDERED, SpaceExhausted, make_sampler
+from phaze.search.workers import WorkerPool, work
 from phaze.tracking import StudyTracker, TrialRecord, resolve_tracking_uri
 
 OBJECTIVES = ("throughput", "throughput_per_tdp")
@@ -389,10 +390,10 @@ def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
     return open_study(cfg, make_storage(url, int(cfg.search.heartbeat_interval_s), int(cfg.search.grace_period_s)), sampler)
 
 
-def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progress: bool) -> tuple[optuna.Study, dict[int, Evaluation]]:
-    """Run (or resume) the study of cfg over `evaluator` with search.n_workers processes: (study, this process's full evaluations)."""
-    from phaze.search.workers import run_workers
-
+def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progress: bool,
+             pool: WorkerPool) -> tuple[optuna.Study, dict[int, Evaluation]]:
+    """Run (or resume) the study of cfg over `evaluator` with this process and the pool's workers: (study, this
+    process's full evaluations)."""
     study = worker_study(cfg, evaluator, worker=0)
     durable = storage_url(cfg) is not None
     if durable:
@@ -404,9 +405,7 @@ def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progr
         """This process's worker: its loop, and the points it fully evaluated."""
         return search(cfg, study, evaluator, tracker, durable, progress).full_evals
 
-    if int(cfg.search.n_workers) > 1:
-        return study, run_workers(cfg, int(cfg.search.n_workers), evaluator, here)
-    return study, here()
+    return study, pool.run(work, (OmegaConf.to_yaml(cfg, resolve=True), evaluator), here)
 
 
 def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:
@@ -415,13 +414,13 @@ def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:
             and cfg.search.objective == "throughput")
 
 
-def model_optima(evaluator: SpaceEvaluator, progress: bool) -> np.ndarray:
+def model_optima(evaluator: SpaceEvaluator, progress: bool, pool: WorkerPool) -> np.ndarray:
     """Per model, an upper bound on its throughput at any point of the space: its own study's best, raised by
     search.rel_gap (each study run or resumed in the common study's storage, sharing the evaluator's bounds and
     scheduled layers); inf for a model whose study did not finish (search.timeout_s)."""
     caps = np.full(len(evaluator.models), np.inf)
     for k, m in enumerate(evaluator.models):
-        study, _ = optimize(m.cfg, evaluator.single(k), None, progress)
+        study, _ = optimize(m.cfg, evaluator.single(k), None, progress, pool)
         if finished(study) and any(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
             caps[k] = to_beat(m.cfg, study.best_value)
     return caps
@@ -436,10 +435,11 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     if cfg.search.objective not in OBJECTIVES:
         raise ValueError(f"search.objective={cfg.search.objective!r}; allowed: {list(OBJECTIVES)}")
     start = time.perf_counter()
-    evaluator = SpaceEvaluator(cfg)
-    if uses_model_caps(cfg, evaluator):
-        evaluator.cap_models(model_optima(evaluator, progress))
-    study, full_evals = optimize(cfg, evaluator, tracker, progress)
+    with WorkerPool(int(cfg.search.n_workers)) as pool:  # spawned now: the workers import while the bounds are computed
+        evaluator = SpaceEvaluator(cfg)
+        if uses_model_caps(cfg, evaluator):
+            evaluator.cap_models(model_optima(evaluator, progress, pool))
+        study, full_evals = optimize(cfg, evaluator, tracker, progress, pool)
     trials = study.get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     best_trial = max(complete, key=lambda t: t.values[0]) if complete else None

@@ -5,44 +5,128 @@ worker starts (two processes creating a fresh SQLite database at once fail, ecos
 recovers the trials of dead processes; the workers then only load them. The launcher is worker 0 itself
 (its loop runs while the others do, with its progress bar), so n workers take n processes, not n + 1.
 The others are spawned, not forked: each builds its own database connections and Numba state. They are
-handed the launcher's SpaceEvaluator (pickled before any point is evaluated), so the per-point bounds over
-the whole space are computed once, not once more in every worker.
+spawned when the run starts (WorkerPool), so their imports run while the launcher extracts the workloads and
+computes the bounds, and they stay for every study of the run (a several-model study runs one per model first).
+Each study hands them the launcher's SpaceEvaluator (pickled before any point is evaluated), so the per-point
+bounds over the whole space are computed once, not once more in every worker. Each worker's BLAS gets its share
+of the cores.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
+import traceback
 from typing import Callable, TypeVar
 
 from omegaconf import OmegaConf
+from threadpoolctl import threadpool_limits
 
 T = TypeVar("T")
 
 
-def work(cfg_yaml: str, worker: int, evaluator) -> None:
-    """One worker process: load the study with this worker's sampler and run trials until it is done."""
+def blas_threads(n_workers: int) -> int:
+    """BLAS threads per worker: this machine's cores shared out. The schedule bounds multiply reachability matrices of
+    ~100 operators with numpy; OpenBLAS runs each on every core and its threads spin while they wait, so two workers
+    with a thread per core each took twice as long per bound as one worker (docs/scaling.md)."""
+    return max(1, len(os.sched_getaffinity(0)) // n_workers)
+
+
+def work(cfg_yaml: str, evaluator, worker: int) -> None:
+    """One worker's share of a study: load it with this worker's sampler and run trials until it is done."""
     from phaze import schema  # noqa: F401  (registers the structured configs in the new process)
     from phaze.search.study import search, tracker_for, worker_study
 
     cfg = OmegaConf.create(cfg_yaml)
     study = worker_study(cfg, evaluator, worker)
-    search(cfg, study, evaluator, tracker_for(cfg), durable=True)
+    with threadpool_limits(limits=blas_threads(int(cfg.search.n_workers)), user_api="blas"):
+        search(cfg, study, evaluator, tracker_for(cfg), durable=True)
 
 
-def run_workers(cfg, n_workers: int, evaluator, here: Callable[[], T]) -> T:
-    """Run worker 0 as `here()` in this process and workers 1..n_workers-1 as processes, each with a copy of
-    `evaluator` (a SpaceEvaluator of cfg), to the end; return here()'s result, or raise if any worker failed."""
-    ctx = multiprocessing.get_context("spawn")
-    text = OmegaConf.to_yaml(cfg, resolve=True)
-    procs = [ctx.Process(target=work, args=(text, k, evaluator), name=f"phaze-worker-{k}") for k in range(1, n_workers)]
-    for p in procs:
-        p.start()
+def serve(conn, worker: int) -> None:
+    """Worker process `worker`: call each job the launcher sends, (function, args) as function(*args, worker), and
+    answer None, or the traceback before exiting with the error; stop at None, once the launcher is gone, or on an
+    interrupt while waiting (a job handles its own: phaze.search.resume)."""
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if job is None:
+            return
+        function, args = job
+        try:
+            function(*args, worker)
+        except BaseException:
+            answer(conn, traceback.format_exc())
+            raise
+        if not answer(conn, None):
+            return
+
+
+def answer(conn, message: str | None) -> bool:
+    """Send the launcher a job's outcome; False when it is gone (killed: nothing waits for the answer)."""
     try:
-        result = here()
-    finally:
-        for p in procs:
-            p.join()
-    failed = {p.name: p.exitcode for p in procs if p.exitcode != 0}
-    if failed:
-        raise RuntimeError(f"search workers failed (exit codes): {failed}")
-    return result
+        conn.send(message)
+    except (BrokenPipeError, OSError):
+        return False
+    return True
+
+
+class WorkerPool:
+    """Workers 1..n_workers-1 of a run, spawned at once and kept until closed (a context manager); worker 0 is the
+    calling process. With one worker it spawns nothing and run() calls here() alone."""
+
+    def __init__(self, n_workers: int):
+        self.n_workers = n_workers
+        ctx = multiprocessing.get_context("spawn")
+        self._conns, self._procs = [], []
+        for k in range(1, n_workers):
+            ours, theirs = ctx.Pipe()
+            proc = ctx.Process(target=serve, args=(theirs, k), name=f"phaze-worker-{k}")
+            proc.start()
+            theirs.close()
+            self._conns.append(ours)
+            self._procs.append(proc)
+
+    def run(self, function: Callable, args: tuple, here: Callable[[], T]) -> T:
+        """function(*args, k) in every worker k >= 1 while here() runs in this process; here()'s result once all
+        have finished, or RuntimeError naming the workers that failed."""
+        # A send returns once the worker has read the job (the pickled evaluator is larger than a pipe's buffer), so a
+        # worker still importing would hold this process back: sent from a thread, that wait runs under here().
+        sender = threading.Thread(target=lambda: [conn.send((function, args)) for conn in self._conns], name="phaze-worker-jobs")
+        sender.start()
+        failed = {}
+        try:
+            with threadpool_limits(limits=blas_threads(self.n_workers), user_api="blas"):
+                result = here()
+        finally:
+            sender.join()
+            for proc, conn in zip(self._procs, self._conns):
+                try:
+                    answer = conn.recv()
+                except EOFError:
+                    proc.join()
+                    answer = f"exit code {proc.exitcode}"
+                if answer is not None:
+                    failed[proc.name] = answer
+        if failed:
+            raise RuntimeError(f"search workers failed: {failed}")
+        return result
+
+    def close(self) -> None:
+        """Stop the workers (each ends after its current job) and wait for them."""
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):  # that worker is gone already
+                pass
+        for proc in self._procs:
+            proc.join()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
