@@ -435,7 +435,7 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     if cfg.search.objective not in OBJECTIVES:
         raise ValueError(f"search.objective={cfg.search.objective!r}; allowed: {list(OBJECTIVES)}")
     start = time.perf_counter()
-    with WorkerPool(int(cfg.search.n_workers)) as pool:  # spawned now: the workers import while the bounds are computed
+    with WorkerPool(int(cfg.search.n_workers)) as pool:  # one set of worker processes for every study of the run
         evaluator = SpaceEvaluator(cfg)
         if uses_model_caps(cfg, evaluator):
             evaluator.cap_models(model_optima(evaluator, progress, pool))

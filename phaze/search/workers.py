@@ -5,8 +5,8 @@ worker starts (two processes creating a fresh SQLite database at once fail, ecos
 recovers the trials of dead processes; the workers then only load them. The launcher is worker 0 itself
 (its loop runs while the others do, with its progress bar), so n workers take n processes, not n + 1.
 The others are spawned, not forked: each builds its own database connections and Numba state. They are
-spawned when the run starts (WorkerPool), so their imports run while the launcher extracts the workloads and
-computes the bounds, and they stay for every study of the run (a several-model study runs one per model first).
+spawned when the study starts (WorkerPool) and stay for every study of the run (a several-model study runs one per
+model first), so a new interpreter's imports are paid once.
 Each study hands them the launcher's SpaceEvaluator (pickled before any point is evaluated), so the per-point
 bounds over the whole space are computed once, not once more in every worker. Each worker's BLAS gets its share
 of the cores.
