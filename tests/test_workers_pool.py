@@ -4,13 +4,24 @@ fails in one of them fails the launcher's call with that worker's traceback."""
 import os
 
 import pytest
+from threadpoolctl import threadpool_info
 
-from phaze.search.workers import WorkerPool
+from phaze.cores import usable_cores
+from phaze.search.workers import WorkerPool, blas_threads
 
 
 def record_pid(path: str, worker: int) -> None:
     with open(path, "a") as f:
         f.write(f"{worker} {os.getpid()}\n")
+
+
+def blas_thread_counts() -> list[int]:
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def record_blas_threads(path: str, worker: int) -> None:
+    with open(path, "a") as f:
+        f.write(f"{worker} {' '.join(str(n) for n in blas_thread_counts())}\n")
 
 
 def fail(message: str, worker: int) -> None:
@@ -42,3 +53,19 @@ def test_a_failing_job_raises_in_the_launcher_with_the_workers_traceback():
 def test_one_worker_spawns_nothing():
     with WorkerPool(1) as pool:
         assert pool.run(fail, ("never called",), lambda: 42) == 42
+
+
+def test_each_worker_runs_blas_on_its_share_of_the_cores(tmp_path):
+    """Two workers each get half the cores for BLAS, the caller's worker 0 included while its loop runs (OpenBLAS on
+    every core in each worker made the list-schedule bounds twice as slow), and the caller gets them all back after."""
+    assert blas_thread_counts(), "numpy links a BLAS that threadpoolctl sees"
+    share = max(1, usable_cores() // 2)
+    assert blas_threads(2) == share and blas_threads(1) == usable_cores() and blas_threads(10 * usable_cores()) == 1
+    before = blas_thread_counts()
+    path = tmp_path / "blas.txt"
+    with WorkerPool(2) as pool:
+        here = pool.run(record_blas_threads, (str(path),), blas_thread_counts)
+    worker, *counts = path.read_text().split()
+    assert worker == "1" and [int(n) for n in counts] == [share] * len(counts) and counts
+    assert here == [share] * len(here)
+    assert blas_thread_counts() == before

@@ -15,13 +15,14 @@ of the cores.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import traceback
 from typing import Callable, TypeVar
 
 from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
+
+from phaze.cores import usable_cores
 
 T = TypeVar("T")
 
@@ -30,7 +31,7 @@ def blas_threads(n_workers: int) -> int:
     """BLAS threads per worker: this machine's cores shared out. The schedule bounds multiply reachability matrices of
     ~100 operators with numpy; OpenBLAS runs each on every core and its threads spin while they wait, so two workers
     with a thread per core each took twice as long per bound as one worker (docs/scaling.md)."""
-    return max(1, len(os.sched_getaffinity(0)) // n_workers)
+    return max(1, usable_cores() // n_workers)
 
 
 def work(cfg_yaml: str, evaluator, worker: int) -> None:
@@ -40,14 +41,13 @@ def work(cfg_yaml: str, evaluator, worker: int) -> None:
 
     cfg = OmegaConf.create(cfg_yaml)
     study = worker_study(cfg, evaluator, worker)
-    with threadpool_limits(limits=blas_threads(int(cfg.search.n_workers)), user_api="blas"):
-        search(cfg, study, evaluator, tracker_for(cfg), durable=True)
+    search(cfg, study, evaluator, tracker_for(cfg), durable=True)
 
 
-def serve(conn, worker: int) -> None:
-    """Worker process `worker`: call each job the launcher sends, (function, args) as function(*args, worker), and
-    answer None, or the traceback before exiting with the error; stop at None, once the launcher is gone, or on an
-    interrupt while waiting (a job handles its own: phaze.search.resume)."""
+def serve(conn, worker: int, n_workers: int) -> None:
+    """Worker process `worker` of n_workers: call each job the launcher sends, (function, args) as function(*args, worker)
+    with BLAS on this worker's share of the cores, and answer None, or the traceback before exiting with the error;
+    stop at None, once the launcher is gone, or on an interrupt while waiting (a job handles its own: phaze.search.resume)."""
     while True:
         try:
             job = conn.recv()
@@ -57,7 +57,8 @@ def serve(conn, worker: int) -> None:
             return
         function, args = job
         try:
-            function(*args, worker)
+            with threadpool_limits(limits=blas_threads(n_workers), user_api="blas"):
+                function(*args, worker)
         except BaseException:
             answer(conn, traceback.format_exc())
             raise
@@ -84,15 +85,15 @@ class WorkerPool:
         self._conns, self._procs = [], []
         for k in range(1, n_workers):
             ours, theirs = ctx.Pipe()
-            proc = ctx.Process(target=serve, args=(theirs, k), name=f"phaze-worker-{k}")
+            proc = ctx.Process(target=serve, args=(theirs, k, n_workers), name=f"phaze-worker-{k}")
             proc.start()
             theirs.close()
             self._conns.append(ours)
             self._procs.append(proc)
 
     def run(self, function: Callable, args: tuple, here: Callable[[], T]) -> T:
-        """function(*args, k) in every worker k >= 1 while here() runs in this process; here()'s result once all
-        have finished, or RuntimeError naming the workers that failed."""
+        """function(*args, k) in every worker k >= 1 while here() runs in this process, each with BLAS on its share of
+        the cores; here()'s result once all have finished, or RuntimeError naming the workers that failed."""
         # A send returns once the worker has read the job (the pickled evaluator is larger than a pipe's buffer), so a
         # worker still importing would hold this process back: sent from a thread, that wait runs under here().
         sender = threading.Thread(target=lambda: [conn.send((function, args)) for conn in self._conns], name="phaze-worker-jobs")

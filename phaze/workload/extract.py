@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import multiprocessing
-import os
 import pickle
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -24,6 +23,7 @@ import transformers
 from omegaconf import DictConfig, OmegaConf
 
 from phaze.atomic_file import write_atomic
+from phaze.cores import usable_cores
 from phaze.workload.experts import expert_param_bytes
 from phaze.workload.families import PartSpec, block_parts, build_parts, count_params, valid_ep
 from phaze.workload.fused_ops import fused_kernels
@@ -189,7 +189,7 @@ def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=
     spends seconds importing torch and transformers, while this one traces from the start (Llama-2-7B's three sizes:
     10.1 s in two spawned processes, 6.0 s in this one alone)."""
     if processes is None:
-        processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        processes = usable_cores()
     shards = {"bytes_per_elem": bytes_per_elem, "tp_widths": tuple(tp_widths), "cache_dir": cache_dir, "sp_values": tuple(sp_values),
               "cp_values": tuple(cp_values), "ep_values": tuple(ep_values)}
     trace = partial(extract_workload, model_cfg, **shards)
