@@ -59,3 +59,15 @@ def test_bounds_per_signature_equal_the_bounds_point_by_point(workload_cache, in
     work = work_bound_throughput(bounds, workloads, int(cfg.cluster.devices), variants)
     assert work.shape == (len(points),) and np.all(work > 0)
     np.testing.assert_array_equal(work, work[np.unique(bounds.signature_of, return_index=True)[1]][bounds.signature_of])
+
+
+def test_bounds_on_several_threads_equal_the_bounds_on_one(workload_cache):
+    """The distinct graphs bounded on threads at once: every array bit for bit what one thread computes."""
+    cfg = compose_cfg(*OVERRIDES, f"cache_dir={workload_cache}")
+    points, network, workloads, variants = point_table(cfg.hw), network_for(cfg), load_workloads(cfg), variants_of(cfg)
+    one, three = (lower_bound_latencies(workloads, points, network, True, variants, True, 0.1, threads=n) for n in (1, 3))
+    np.testing.assert_array_equal(one.signature_of, three.signature_of)
+    for part in PARTS:
+        for field in LATENCY_FIELDS:
+            assert np.any(np.isfinite(one.values[part][field])), (part, field)
+            np.testing.assert_array_equal(one.values[part][field], three.values[part][field], err_msg=f"{part} {field}")

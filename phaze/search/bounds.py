@@ -11,11 +11,13 @@ bounds), which never exceed the scheduled latency:
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from phaze.cores import usable_cores
 from phaze.cost.chip import cost_signatures, unique_chips
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
@@ -57,10 +59,12 @@ class LowerBounds:
 
 
 def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, network: Network, inter_op_parallel: bool,
-                          variants: list[LayerVariant], tp_async: bool = False, overlap_slowdown: float = 0.0) -> LowerBounds:
+                          variants: list[LayerVariant], tp_async: bool = False, overlap_slowdown: float = 0.0,
+                          threads: int | None = None) -> LowerBounds:
     """Every point's lower-bound latencies, computed once per distinct cost signature (HBM capacity, area and TDP
     change no latency) and once per distinct graph (shards share their expert-free parts, variants the
-    graphs they do not change; stream options matter only on a single-stream chip)."""
+    graphs they do not change; stream options matter only on a single-stream chip), the distinct graphs on `threads`
+    threads at once (None: one per usable core; numpy's array operations release the GIL: experiments/bench_bounds.py)."""
     tp_values = tp_values_of(workloads)
     first, signature_of = cost_signatures(points)
     signatures = points.iloc[first].reset_index(drop=True)
@@ -68,22 +72,31 @@ def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, 
     shape = (len(variants), len(tp_values), len(signatures))
     parts = next(iter(workloads.values())).parts
     out = {p: {f: np.full(shape, np.nan) for f in LATENCY_FIELDS} for p in parts}
-    done: dict[tuple, tuple] = {}
+    distinct: dict[tuple, tuple] = {}
+    """(graph, TP width, stream options) of each distinct graph to bound, by its key."""
+    slots = []
     for vi, variant in enumerate(variants):
         opts = StreamOptions(tp_async, variant.tp_comm_overlap, overlap_slowdown=overlap_slowdown)
         for ti, t in enumerate(tp_values):
             for part in parts:
                 g = variant_graph(workloads, variant, t, part)
-                if g is None:
-                    continue
-                key = (id(g), t, None if inter_op_parallel else opts)
-                if key not in done:
-                    done[key] = (direction_lower_bounds(g.fwd, signatures, network, t, inter_op_parallel, opts, chips),
-                                 direction_lower_bounds(g.bwd, signatures, network, t, inter_op_parallel, opts, chips))
-                (fwd, comm_fwd, core), (bwd, comm_bwd, _) = done[key]
-                fields = out[part]
-                fields["fwd_s"][vi, ti], fields["tp_comm_fwd_s"][vi, ti], fields["core_fwd_s"][vi, ti] = fwd, comm_fwd, core
-                fields["bwd_s"][vi, ti], fields["tp_comm_bwd_s"][vi, ti] = bwd, comm_bwd
+                if g is not None:
+                    key = (id(g), t, None if inter_op_parallel else opts)
+                    distinct.setdefault(key, (g, t, opts))
+                    slots.append((vi, ti, part, key))
+
+    def both_directions(job: tuple) -> tuple:
+        g, t, opts = job
+        return (direction_lower_bounds(g.fwd, signatures, network, t, inter_op_parallel, opts, chips),
+                direction_lower_bounds(g.bwd, signatures, network, t, inter_op_parallel, opts, chips))
+
+    with ThreadPoolExecutor(threads or usable_cores()) as pool:
+        done = dict(zip(distinct, pool.map(both_directions, distinct.values())))
+    for vi, ti, part, key in slots:
+        (fwd, comm_fwd, core), (bwd, comm_bwd, _) = done[key]
+        fields = out[part]
+        fields["fwd_s"][vi, ti], fields["tp_comm_fwd_s"][vi, ti], fields["core_fwd_s"][vi, ti] = fwd, comm_fwd, core
+        fields["bwd_s"][vi, ti], fields["tp_comm_bwd_s"][vi, ti] = bwd, comm_bwd
     return LowerBounds(out, signature_of)
 
 
