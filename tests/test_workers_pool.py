@@ -69,3 +69,15 @@ def test_each_worker_runs_blas_on_its_share_of_the_cores(tmp_path):
     assert worker == "1" and [int(n) for n in counts] == [share] * len(counts) and counts
     assert here == [share] * len(here)
     assert blas_thread_counts() == before
+
+
+def test_released_workers_exit_while_the_launcher_goes_on():
+    """release() returns at once (the workers' interpreters shut down while the launcher computes the baseline and the
+    report); close() after it only waits for them."""
+    pool = WorkerPool(3)
+    assert pool.run(record_blas_threads, (os.devnull,), lambda: "done") == "done"
+    pool.release()
+    for proc in pool._procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0, proc
+    pool.close()

@@ -440,19 +440,20 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
         if uses_model_caps(cfg, evaluator):
             evaluator.cap_models(model_optima(evaluator, progress, pool))
         study, full_evals = optimize(cfg, evaluator, tracker, progress, pool)
-    trials = study.get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
-    best_index = best_trial.params[POINT_PARAM] if best_trial else None
-    best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
-    return StudyOutcome(
-        study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=evaluator.baseline(optimum_index=best_index, optimum=best),
-        n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
-        n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
-        logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
-        n_skipped=n_passed_over(cfg, study, evaluator, best_trial.values[0] if best_trial else None),
-        baseline_searched=evaluator.baseline(fixed=False) if cfg.hw.get("baseline") else None,
-    )
+        pool.release()  # the workers shut down while this process computes the baseline (joined at the end)
+        trials = study.get_trials(deepcopy=False)
+        complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+        best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
+        best_index = best_trial.params[POINT_PARAM] if best_trial else None
+        best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
+        return StudyOutcome(
+            study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=evaluator.baseline(optimum_index=best_index, optimum=best),
+            n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
+            n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
+            logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
+            n_skipped=n_passed_over(cfg, study, evaluator, best_trial.values[0] if best_trial else None),
+            baseline_searched=evaluator.baseline(fixed=False) if cfg.hw.get("baseline") else None,
+        )
 
 
 def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:

@@ -116,13 +116,19 @@ class WorkerPool:
             raise RuntimeError(f"search workers failed: {failed}")
         return result
 
-    def close(self) -> None:
-        """Stop the workers (each ends after its current job) and wait for them."""
+    def release(self) -> None:
+        """Tell the workers to stop once their current job ends, without waiting: their interpreters shut down
+        (a second or two) while this process goes on (the baseline, the report)."""
         for conn in self._conns:
             try:
                 conn.send(None)
             except (BrokenPipeError, OSError):  # that worker is gone already
                 pass
+        self._conns = []
+
+    def close(self) -> None:
+        """Stop the workers (each ends after its current job) and wait for them."""
+        self.release()
         for proc in self._procs:
             proc.join()
 
