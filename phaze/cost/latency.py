@@ -8,6 +8,7 @@ that cost the same are computed once.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -202,18 +203,22 @@ class CostRows:
 PREPARED_TABLES = 512
 """Operator tables whose CostRows are kept: a search costs the same few layer graphs on every point it evaluates."""
 _prepared: dict[int, tuple[weakref.ref, CostRows]] = {}
+_prepared_lock = threading.Lock()
+"""Held while _prepared is read or changed: the search's bounds cost several graphs on threads at once."""
 
 
 def cost_rows(ops: pd.DataFrame) -> CostRows:
     """CostRows.of(ops), computed once per table object while it lives (tables are not modified after extraction)."""
-    hit = _prepared.get(id(ops))
+    with _prepared_lock:
+        hit = _prepared.get(id(ops))
     if hit is not None and hit[0]() is ops:
         return hit[1]
-    if len(_prepared) >= PREPARED_TABLES:
-        for key in [k for k, (ref, _) in _prepared.items() if ref() is None] or [next(iter(_prepared))]:
-            del _prepared[key]
     prepared = CostRows.of(ops)
-    _prepared[id(ops)] = (weakref.ref(ops), prepared)
+    with _prepared_lock:
+        if len(_prepared) >= PREPARED_TABLES:
+            for key in [k for k, (ref, _) in _prepared.items() if ref() is None] or [next(iter(_prepared))]:
+                del _prepared[key]
+        _prepared[id(ops)] = (weakref.ref(ops), prepared)
     return prepared
 
 

@@ -1,0 +1,143 @@
+"""Where the headline run's wall time goes, phase by phase, with one worker and with two, and what that leaves two
+workers at most.
+
+    python experiments/run_phases.py [--overrides model=llama2 hw=phaze_grid] [--workers 1 2]
+
+Each run is `python -m phaze.run` from empty caches in a fresh temporary directory (as experiments/worker_speedup.py),
+in a child process that stamps the launcher's wall clock at the start and end of each stage (the stage functions
+wrapped, nothing else changed). Phases: imports; the workload summary's trace; MLflow's parent run; the workloads'
+extraction; the bounds over every point; the study (every worker's search loop, up to the last worker's end); the
+baseline; the report and the interpreter's exit. Everything but the study runs in the launcher alone, so with the study
+split perfectly two workers would take serial + study / 2: the ceiling printed for the speed-up.
+Writes experiments/results/run_phases.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from experiments.worker_speedup import best_throughput  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "experiments" / "results" / "run_phases.md"
+STAMP = "phase-stamp"
+STAGES = {"phaze.workload.extract": ("extract_workload",), "phaze.search.study": ("tracker_for", "optimize"),
+          "phaze.search.evaluator": ("load_workloads", "SpaceEvaluator.__init__", "SpaceEvaluator.baseline")}
+"""Module -> the functions (or Class.method) whose start and end are stamped, under the names their callers look up."""
+
+
+def child(phaze_args: list[str]) -> None:
+    """Run phaze.run in this process with its stage functions stamped on stderr."""
+    start = time.perf_counter()
+
+    def stamp(event: str) -> None:
+        print(f"{STAMP} {time.perf_counter() - start:.3f} {event}", file=sys.stderr, flush=True)
+
+    import importlib
+    import runpy
+
+    import phaze.run  # noqa: F401  (the imports, as `python -m phaze.run` pays them)
+    stamp("imported")
+    for module_name, names in STAGES.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            owner, attr = (getattr(module, name.split(".")[0]), name.split(".")[1]) if "." in name else (module, name)
+            setattr(owner, attr, stamped(getattr(owner, attr), name, stamp))
+    sys.argv = ["phaze.run", *phaze_args]
+    try:
+        runpy.run_module("phaze.run", run_name="__main__", alter_sys=True)
+    finally:
+        stamp("main returned")
+
+
+def stamped(function, name: str, stamp):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        stamp(f"> {name}")
+        try:
+            return function(*args, **kwargs)
+        finally:
+            stamp(f"< {name}")
+    return wrapper
+
+
+def events_of(stderr: str) -> list[tuple[float, str]]:
+    return [(float(line.split()[1]), line.split(maxsplit=2)[2]) for line in stderr.replace("\r", "\n").splitlines() if line.startswith(STAMP)]
+
+
+def first(events, event: str) -> float:
+    return next(t for t, e in events if e == event)
+
+
+def last(events, event: str) -> float:
+    return max(t for t, e in events if e == event)
+
+
+def phases(events, wall_s: float) -> dict[str, float]:
+    """Seconds per phase of one run, from its stamps."""
+    summary_end = first(events, "< extract_workload")
+    tracker_start, tracker_end = first(events, "> tracker_for"), first(events, "< tracker_for")
+    load_start, load_end = first(events, "> load_workloads"), last(events, "< load_workloads")
+    evaluator_end = last(events, "< SpaceEvaluator.__init__")
+    study_start, study_end = first(events, "> optimize"), last(events, "< optimize")
+    baseline_end = last(events, "< SpaceEvaluator.baseline")
+    return {"imports": first(events, "imported"), "summary trace": summary_end - first(events, "imported"),
+            "MLflow run": tracker_end - tracker_start, "extraction": load_end - load_start, "bounds": evaluator_end - load_end,
+            "other before": study_start - summary_end - (tracker_end - tracker_start) - (load_end - load_start) - (evaluator_end - load_end),
+            "study": study_end - study_start, "baseline": baseline_end - study_end, "report and exit": wall_s - baseline_end}
+
+
+def run(overrides: list[str], workers: int) -> tuple[dict[str, float], str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        args = [*overrides, f"search.n_workers={workers}", f"cache_dir={tmp / 'cache'}", f"schedule.cache_dir={tmp / 'cache' / 'schedule'}",
+                f"search.storage=sqlite:///{tmp / 'studies.db'}", f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"]
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args], check=True, capture_output=True, text=True,
+                             cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        wall_s = time.perf_counter() - start
+    return {"wall": wall_s, **phases(events_of(out.stderr), wall_s)}, best_throughput(out.stdout)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--overrides", nargs="*", default=["model=llama2", "hw=phaze_grid"])
+    parser.add_argument("--workers", nargs="*", type=int, default=[1, 2])
+    args = parser.parse_args()
+    rows, bests = {}, {}
+    for n in args.workers:
+        rows[n], bests[n] = run(args.overrides, n)
+    table = pd.DataFrame(rows).round(1)
+    table.columns = [f"search.n_workers={n} (s)" for n in rows]
+    lines = []
+    if 1 in rows:
+        one = rows[1]
+        for n, row in rows.items():
+            if n > 1:
+                serial = row["wall"] - row["study"]
+                lines.append(f"- {n} workers: {one['wall'] / row['wall']:.2f}x; the study {one['study'] / row['study']:.2f}x; outside it "
+                             f"{serial:.0f} s in the launcher alone, so with the one-worker study split perfectly at most "
+                             f"{one['wall'] / (serial + one['study'] / n):.2f}x.")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    text = (f"# The headline run, phase by phase\n\nGenerated by `python experiments/run_phases.py --overrides {' '.join(args.overrides)}` "
+            f"at commit {commit}: `python -m phaze.run` from empty caches, 2 cores; best seq/s "
+            f"{', '.join(f'{n} workers {b}' for n, b in bests.items())}.\n\n{table.to_markdown()}\n\n" + "\n".join(lines) + "\n")
+    RESULTS.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
