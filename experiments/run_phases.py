@@ -25,10 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from experiments.worker_speedup import best_throughput  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "experiments" / "results" / "run_phases.md"
 STAMP = "phase-stamp"
 STAGES = {"phaze.workload.extract": ("extract_workload",), "phaze.search.study": ("tracker_for", "optimize"),
@@ -37,11 +35,10 @@ STAGES = {"phaze.workload.extract": ("extract_workload",), "phaze.search.study":
 
 
 def child(phaze_args: list[str]) -> None:
-    """Run phaze.run in this process with its stage functions stamped on stderr."""
-    start = time.perf_counter()
-
+    """Run phaze.run in this process with its stage functions stamped on stderr (wall-clock time, which the parent
+    compares with the moment it started this process)."""
     def stamp(event: str) -> None:
-        print(f"{STAMP} {time.perf_counter() - start:.3f} {event}", file=sys.stderr, flush=True)
+        print(f"{STAMP} {time.time():.3f} {event}", file=sys.stderr, flush=True)
 
     import importlib
     import runpy
@@ -71,8 +68,10 @@ def stamped(function, name: str, stamp):
     return wrapper
 
 
-def events_of(stderr: str) -> list[tuple[float, str]]:
-    return [(float(line.split()[1]), line.split(maxsplit=2)[2]) for line in stderr.replace("\r", "\n").splitlines() if line.startswith(STAMP)]
+def events_of(stderr: str, started: float) -> list[tuple[float, str]]:
+    """(seconds since the child process was started, event) of each stamp."""
+    return [(float(line.split()[1]) - started, line.split(maxsplit=2)[2]) for line in stderr.replace("\r", "\n").splitlines()
+            if line.startswith(STAMP)]
 
 
 def first(events, event: str) -> float:
@@ -98,15 +97,17 @@ def phases(events, wall_s: float) -> dict[str, float]:
 
 
 def run(overrides: list[str], workers: int) -> tuple[dict[str, float], str]:
+    """(seconds per phase, the best throughput found) of one run from empty caches."""
+    from experiments.worker_speedup import best_throughput  # the parent's only: the child pays just phaze.run's imports
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         args = [*overrides, f"search.n_workers={workers}", f"cache_dir={tmp / 'cache'}", f"schedule.cache_dir={tmp / 'cache' / 'schedule'}",
                 f"search.storage=sqlite:///{tmp / 'studies.db'}", f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"]
-        start = time.perf_counter()
+        started, start = time.time(), time.perf_counter()
         out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args], check=True, capture_output=True, text=True,
                              cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)})
         wall_s = time.perf_counter() - start
-    return {"wall": wall_s, **phases(events_of(out.stderr), wall_s)}, best_throughput(out.stdout)
+    return {"wall": wall_s, **phases(events_of(out.stderr, started), wall_s)}, best_throughput(out.stdout)
 
 
 def main() -> None:
