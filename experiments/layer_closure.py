@@ -30,8 +30,8 @@ MEDIAN_TARGET_S = 2.0
 
 def run(overrides: list[str]) -> tuple[float, str, pd.DataFrame]:
     """(wall s, best throughput, one row per layer past the list schedule) of one run from empty caches."""
-    with fresh_run(overrides) as (wall, stdout, storage):
-        return wall, best_throughput(stdout), milp_closure(storage)
+    with fresh_run(overrides) as (wall, out, storage):
+        return wall, best_throughput(out.stdout), milp_closure(storage)
 
 
 def summary(preset: str, modes: bool, wall_s: float, best: str, solved: pd.DataFrame) -> dict:

@@ -3,8 +3,8 @@ workers at most.
 
     python experiments/run_phases.py [--overrides model=llama2 hw=phaze_grid] [--workers 1 2]
 
-Each run is `python -m phaze.run` from empty caches in a fresh temporary directory (as experiments/worker_speedup.py),
-in a child process that stamps the launcher's wall clock at the start and end of each stage (the stage functions
+Each run is `python -m phaze.run` from empty caches in a fresh temporary directory (experiments/worker_speedup.py's
+fresh_run), in a child process that stamps the launcher's wall clock at the start and end of each stage (the stage functions
 wrapped, nothing else changed). Phases: imports; the workload summary's trace; MLflow's parent run; the workloads'
 extraction; the bounds over every point; the study (every worker's search loop, up to the last worker's end); the
 baseline; the report and the interpreter's exit. Everything but the study runs in the launcher alone, so with the study
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -98,16 +96,10 @@ def phases(events, wall_s: float) -> dict[str, float]:
 
 def run(overrides: list[str], workers: int) -> tuple[dict[str, float], str]:
     """(seconds per phase, the best throughput found) of one run from empty caches."""
-    from experiments.worker_speedup import best_throughput  # the parent's only: the child pays just phaze.run's imports
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        args = [*overrides, f"search.n_workers={workers}", f"cache_dir={tmp / 'cache'}", f"schedule.cache_dir={tmp / 'cache' / 'schedule'}",
-                f"search.storage=sqlite:///{tmp / 'studies.db'}", f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"]
-        started, start = time.time(), time.perf_counter()
-        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args], check=True, capture_output=True, text=True,
-                             cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        wall_s = time.perf_counter() - start
-    return {"wall": wall_s, **phases(events_of(out.stderr, started), wall_s)}, best_throughput(out.stdout)
+    from experiments.worker_speedup import best_throughput, fresh_run  # the parent's only: the child pays just phaze.run's
+    started = time.time()
+    with fresh_run([*overrides, f"search.n_workers={workers}"], (sys.executable, str(Path(__file__).resolve()), "--child")) as (wall_s, out, _):
+        return {"wall": wall_s, **phases(events_of(out.stderr, started), wall_s)}, best_throughput(out.stdout)
 
 
 def main() -> None:

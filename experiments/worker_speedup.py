@@ -32,24 +32,28 @@ def best_throughput(stdout: str) -> str:
     return row[:end].split()[-1] if header and row else "?"
 
 
+PHAZE_RUN = (sys.executable, "-m", "phaze.run")
+
+
 @contextmanager
-def fresh_run(overrides: list[str]):
-    """One `python -m phaze.run` from empty caches in a fresh temporary directory: yields (wall s, its stdout, the
-    study storage URL), the directory kept until the block ends."""
+def fresh_run(overrides: list[str], command: tuple[str, ...] = PHAZE_RUN):
+    """One run of `command` (`python -m phaze.run`, or a script taking its arguments) from empty caches in a fresh
+    temporary directory: yields (wall s, the finished process with its stdout and stderr, the study storage URL), the
+    directory kept until the block ends."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         storage = f"sqlite:///{tmp / 'studies.db'}"
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "phaze.run", *overrides, f"cache_dir={tmp / 'cache'}",
+        out = subprocess.run([*command, *overrides, f"cache_dir={tmp / 'cache'}",
                               f"schedule.cache_dir={tmp / 'cache' / 'schedule'}", f"search.storage={storage}",
                               f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"], check=True, capture_output=True, text=True, cwd=tmp)
-        yield time.perf_counter() - start, out.stdout, storage
+        yield time.perf_counter() - start, out, storage
 
 
 def headline(overrides: list[str], workers: int) -> tuple[float, str]:
     """(wall s, the best throughput found) of one run from empty caches."""
-    with fresh_run([*overrides, f"search.n_workers={workers}"]) as (wall, stdout, _):
-        return wall, best_throughput(stdout)
+    with fresh_run([*overrides, f"search.n_workers={workers}"]) as (wall, out, _):
+        return wall, best_throughput(out.stdout)
 
 
 def main() -> None:
