@@ -27,10 +27,9 @@ from phaze.search.evaluator import PLACEMENTS
 from phaze.search.samplers import SAMPLERS
 from phaze.search.study import OBJECTIVES, storage_url
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
-from phaze.workload.attention import ATTENTION_IMPLEMENTATIONS
 from phaze.workload.extract import DTYPES, valid_tp_widths
 from phaze.workload.precision import PRECISIONS
-from phaze.workload.families import ACTIVATIONS, FAMILIES, HEAD_DIM_FAMILIES, check_moe, valid_ep
+from phaze.workload.model_rules import ACTIVATIONS, ATTENTION_IMPLEMENTATIONS, FAMILY_NAMES, HEAD_DIM_FAMILIES, check_moe, valid_ep
 
 EXIT_CONFIG = 2
 """Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
@@ -63,7 +62,7 @@ def _power_of_two(value: int) -> bool:
 
 def check_model(m) -> None:
     """Architecture fields: positive sizes, heads that divide the hidden size, a known family and attention."""
-    _choice(m.family, "model.family", sorted(FAMILIES))
+    _choice(m.family, "model.family", sorted(FAMILY_NAMES))
     _choice(m.attention, "model.attention", ATTENTION_IMPLEMENTATIONS)
     if m.activation:
         _choice(m.activation, "model.activation", ACTIVATIONS)

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.placement.solve import Space
-from phaze.workload.families import valid_ep
+from phaze.workload.model_rules import valid_ep
 
 DIMENSIONS = ("zero", "sp", "vp", "cp", "tp_comm_overlap", "ep")
 """The placement dimensions beyond dp / pp / tp and the microbatch (placement.* or train.*)."""

@@ -69,7 +69,7 @@ class ModelCfg:
     experts_per_token: int = 0
     expert_ffn_hidden_size: int = 0
     num_shared_experts: int = 0
-    # The layer pattern of a mixture of experts (phaze.workload.families.block_parts): the first first_dense_layers
+    # The layer pattern of a mixture of experts (phaze.workload.model_rules.block_parts): the first first_dense_layers
     # blocks are dense (DeepSeek's first_k_dense_replace; families qwen2_moe | deepseek_v2), and after them one block in
     # moe_layer_freq is an MoE block (Megatron-Core's --moe-layer-freq; family qwen2_moe), the others dense, with an
     # MLP of ffn_hidden_size.

@@ -10,7 +10,8 @@ from phaze.hardware.space import enumerate_space
 from phaze.placement.fixed import stage_bounds_of_layers
 from phaze.placement.plan import Plan, evaluate_plan
 from phaze.workload.extract import extract_uncached
-from phaze.workload.families import block_parts, build_model, count_params
+from phaze.workload.families import build_model, count_params
+from phaze.workload.model_rules import block_parts
 from phaze.workload.graph import DENSE
 from tests.conftest import compose_cfg
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from phaze.workload.families import count_params
+from phaze.workload.families import FAMILIES, count_params
+from phaze.workload.model_rules import FAMILY_NAMES
 from tests.conftest import compose_cfg
 
 # Published totals: Llama-2-7B (arXiv 2307.09288, HF 6.74 B), GPT-2 XL (HF gpt2-xl, 1.56 B),
@@ -56,3 +57,9 @@ def test_forward_only_keeps_the_forward_and_the_weights():
         g, h = w.part(1, part), f.part(1, part)
         assert len(h.bwd) == 0 and h.saved_bytes == 0.0 and h.fwd is g.fwd and h.param_bytes == g.param_bytes
     assert f.train_matmul_flops_per_seq(1) == pytest.approx(w.train_matmul_flops_per_seq(1) / 3, rel=0.01)  # backward: 2x forward
+
+
+def test_the_config_check_knows_every_family_built():
+    """model.family is checked against model_rules.FAMILY_NAMES (no torch at a command's start): exactly the families
+    that families.FAMILIES builds."""
+    assert sorted(FAMILY_NAMES) == sorted(FAMILIES)

@@ -19,9 +19,6 @@ from dataclasses import dataclass
 
 import torch
 
-ATTENTION_IMPLEMENTATIONS = ("eager", "flash")
-"""Values of `model.attention`: Hugging Face's eager attention (PHAZE) or the fused FlashAttention kernel."""
-
 HF_NAME = "phaze_fused"
 """The name of our FlashAttention function in Hugging Face's AttentionInterface. Not "phaze_flash":
 transformers treats any name containing "flash" as a request for the flash-attn package or a Hub
@@ -198,13 +195,6 @@ def register_with_transformers() -> None:
 
     AttentionInterface.register(HF_NAME, hf_flash_attention)
     AttentionInterface.register(HF_EAGER_NAME, hf_eager_attention)
-
-
-def check_attention(name: str) -> str:
-    """`name` if it is an attention implementation we build, else a ValueError naming `model.attention`."""
-    if name not in ATTENTION_IMPLEMENTATIONS:
-        raise ValueError(f"model.attention={name!r} is not supported; allowed: {list(ATTENTION_IMPLEMENTATIONS)}")
-    return name
 
 
 @dataclass(frozen=True)

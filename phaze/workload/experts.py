@@ -75,13 +75,6 @@ class Routing:
     """Dropless only: the busiest device's tokens over the balanced share (1: balanced routing)."""
 
 
-def check_routing(capacity_factor: float, imbalance: float) -> None:
-    if capacity_factor < 0:
-        raise ValueError(f"train.capacity_factor={capacity_factor} must be >= 0 (0: dropless)")
-    if imbalance < 1:
-        raise ValueError(f"train.moe_imbalance={imbalance} must be >= 1 (1: balanced routing)")
-
-
 def expert_rows(tokens: int, experts_per_token: int, num_experts: int, routing: Routing) -> int:
     """Tokens one local expert computes on the busiest device: its balanced share of the T·k token copies
     its EP group routes (T·k·ep / E), times the capacity factor (padded to capacity) or the imbalance."""

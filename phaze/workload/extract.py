@@ -2,6 +2,8 @@
 
 Only one block is traced (the blocks of these models are identical; tests trace two and compare),
 plus the pre-layers and post-layers once each, so the LM head and loss are counted exactly once.
+Torch and transformers are imported only to trace (`extract_uncached`): a process that reads cached workloads, such
+as a search's worker, starts without them (about 2.5 s of imports).
 """
 
 from __future__ import annotations
@@ -16,19 +18,19 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, is_dataclass, replace
 from functools import partial
+from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-import transformers
 from omegaconf import DictConfig, OmegaConf
 
 from phaze.atomic_file import write_atomic
 from phaze.cores import usable_cores
-from phaze.workload.experts import expert_param_bytes
-from phaze.workload.families import PartSpec, block_parts, build_parts, count_params, valid_ep
-from phaze.workload.fused_ops import fused_kernels
 from phaze.workload.graph import DENSE, LayerGraph, Shard, Workload
-from phaze.workload.trace import part_graph
+from phaze.workload.model_rules import block_parts, valid_ep
+
+if TYPE_CHECKING:
+    from phaze.workload.families import PartSpec
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,8 @@ EXPERT_FREE_PARTS = ("pre", "post", DENSE)
 """Parts that expert parallelism leaves unchanged (the experts live in the MoE blocks): a shard with ep > 1 shares
 them with its ep = 1 shard (the same objects, traced once; shards are traced in increasing ep)."""
 
-DTYPES = {2: torch.bfloat16, 4: torch.float32}
-"""Training precision by bytes per element: bf16 mixed precision (PHAZE: fp16, 2 bytes) or fp32."""
+DTYPES = {2: "bfloat16", 4: "float32"}
+"""Training precision by bytes per element (torch dtype names): bf16 mixed precision (PHAZE: fp16, 2 bytes) or fp32."""
 
 
 def _as_dict(cfg) -> dict:
@@ -82,7 +84,7 @@ def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(Fa
     shards = [(s.tp, s.sp, s.cp, s.ep) for s in shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)]
     blob = json.dumps(
         {"arch": arch, "mbs": mbs, "bytes": bytes_per_elem, "shards": shards, "v": EXTRACTOR_VERSION,
-         "torch": torch.__version__, "transformers": transformers.__version__},
+         "torch": version("torch"), "transformers": version("transformers")},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -91,6 +93,10 @@ def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(Fa
 def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool) -> LayerGraph:
     """One part's graphs; with fused kernels, its norms, rotary embeddings and gated activations as one kernel each
     (phaze.workload.fused_ops) and its saved tensors as a fusing compiler keeps them."""
+    from phaze.workload.experts import expert_param_bytes
+    from phaze.workload.fused_ops import fused_kernels
+    from phaze.workload.trace import part_graph
+
     with fused_kernels(spec.module) if fused else contextlib.nullcontext():
         return part_graph(part, spec, tp, mbs, seq_len, fused, expert_param_bytes(spec.module))
 
@@ -98,6 +104,10 @@ def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: b
 def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,),
                      ep_values=(1,)) -> Workload:
     """Build and trace the model for each valid shard: pre, layer and post graphs both ways."""
+    import torch
+
+    from phaze.workload.families import build_parts, count_params
+
     if mbs <= 0:
         raise ValueError(f"train.mbs must be positive, got {mbs}")
     if bytes_per_elem not in DTYPES:
@@ -105,7 +115,7 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     shards = shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)
     if not shards:
         raise ValueError(f"no TP width in {list(tp_widths)} fits model {model_cfg.name} (max_tp={model_cfg.max_tp}, heads={model_cfg.num_heads})")
-    dtype = DTYPES[bytes_per_elem]
+    dtype = getattr(torch, DTYPES[bytes_per_elem])
     fused = bool(getattr(model_cfg, "fused_kernels", False))
     graphs = {}
     for shard in shards:

@@ -13,9 +13,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from phaze.workload.attention import CONTEXT_PARALLEL_ATTR, HF_EAGER_NAME, HF_NAME, check_attention, register_with_transformers
-from phaze.workload.experts import HF_EXPERTS_NAME, Routing, check_routing, register_experts, shard_experts
+from phaze.workload.attention import CONTEXT_PARALLEL_ATTR, HF_EAGER_NAME, HF_NAME, register_with_transformers
+from phaze.workload.experts import HF_EXPERTS_NAME, Routing, register_experts, shard_experts
 from phaze.workload.graph import DENSE, Shard
+from phaze.workload.model_rules import ACTIVATIONS, block_parts, check_attention, check_moe, layer_pattern
 from phaze.workload.tensor_parallel import (
     TPPlan,
     shard_block,
@@ -65,8 +66,6 @@ class Family:
     """Where the dense blocks of a mixture of experts with a dense/MoE layer pattern are split (None: no dense blocks)."""
 
 
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "relu2", "silu")
-"""model.activation values (Hugging Face ACT2FN names); empty keeps the family's own."""
 
 
 def _activation(cfg, key: str) -> dict:
@@ -77,10 +76,6 @@ def _activation(cfg, key: str) -> dict:
     return {key: name} if name else {}
 
 
-HEAD_DIM_FAMILIES = ("llama", "starcoder2", "mixtral", "qwen2_moe", "olmoe", "deepseek_v2")
-"""Families whose attention takes its head width from the config (Hugging Face's `head_dim`; DeepSeek-V2's
-`qk_nope_head_dim`), so that heads x head width may differ from the hidden size (PaLM, Gemma, MaxText's 2023 models,
-DeepSeek-V2's 128 heads of 128 on a hidden size of 5120); the others use hidden size / heads."""
 
 
 def _head_dim(cfg) -> dict:
@@ -226,93 +221,15 @@ def _deepseek_v2_config(cfg, num_layers: int):
 
     return DeepseekV2Config(
         intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, n_routed_experts=cfg.num_experts,
-        n_shared_experts=cfg.num_shared_experts, first_k_dense_replace=_layer_pattern(cfg)[0],
+        n_shared_experts=cfg.num_shared_experts, first_k_dense_replace=layer_pattern(cfg)[0],
         kv_lora_rank=cfg.kv_lora_rank, q_lora_rank=int(cfg.q_lora_rank) or None, qk_rope_head_dim=cfg.rope_head_dim,
         qk_nope_head_dim=cfg.head_dim or cfg.hidden_size // cfg.num_heads, v_head_dim=cfg.v_head_dim, topk_method="greedy",
         n_group=1, topk_group=1, norm_topk_prob=False, **{k: v for k, v in _moe_common(cfg, num_layers).items() if k != "head_dim"},
     )
 
 
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "deepseek_v2")
-SHARED_EXPERT_FAMILIES = ("qwen2_moe", "deepseek_v2")
-"""Families whose MoE block has a shared-expert MLP beside the routed experts."""
-FIRST_DENSE_FAMILIES = ("qwen2_moe", "deepseek_v2")
-"""Families whose Hugging Face class can make the first blocks dense (model.first_dense_layers: DeepSeek's
-first_k_dense_replace, Qwen2-MoE's mlp_only_layers)."""
-LAYER_FREQ_FAMILIES = ("qwen2_moe",)
-"""Families whose class can interleave dense and MoE blocks (model.moe_layer_freq, through Qwen2-MoE's mlp_only_layers)."""
-MLA_FAMILIES = ("deepseek_v2",)
-MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim")
-"""Multi-head latent attention's widths (families MLA_FAMILIES; q_lora_rank 0: queries from a full projection)."""
 
 
-def _layer_pattern(cfg) -> tuple[int, int]:
-    """(model.first_dense_layers, model.moe_layer_freq), their defaults where a config leaves them out."""
-    return int(cfg.get("first_dense_layers", 0) or 0), int(cfg.get("moe_layer_freq", 1) or 1)
-
-
-def block_parts(cfg) -> tuple[str, ...]:
-    """The part of each block: DENSE for the first model.first_dense_layers blocks and, after them, for every block
-    but the first of each model.moe_layer_freq (Megatron-Core's --moe-layer-freq: one MoE block in N); "layer"
-    (the MoE block; every block of a dense model) for the others."""
-    first, freq = _layer_pattern(cfg)
-    return tuple(DENSE if i < first or (i - first) % freq else "layer" for i in range(int(cfg.num_layers)))
-
-
-def _check_layer_pattern(cfg) -> None:
-    first, freq = _layer_pattern(cfg)
-    if first < 0 or (first and cfg.family not in FIRST_DENSE_FAMILIES):
-        raise ValueError(f"model.first_dense_layers={first}: allowed values are 0"
-                         + (f"..{cfg.num_layers - 1} (at least one MoE block)" if cfg.family in FIRST_DENSE_FAMILIES else
-                            f" for family {cfg.family!r} (leading dense blocks need one of {list(FIRST_DENSE_FAMILIES)})"))
-    if first >= cfg.num_layers:
-        raise ValueError(f"model.first_dense_layers={first}: allowed values are 0..{cfg.num_layers - 1} (at least one MoE block)")
-    if freq < 1 or (freq > 1 and cfg.family not in LAYER_FREQ_FAMILIES):
-        raise ValueError(f"model.moe_layer_freq={freq}: allowed values are "
-                         + ("integers >= 1" if cfg.family in LAYER_FREQ_FAMILIES else
-                            f"1 for family {cfg.family!r} (interleaved dense blocks need one of {list(LAYER_FREQ_FAMILIES)})"))
-
-
-def _check_mla(cfg) -> None:
-    values = {name: int(cfg.get(name, 0) or 0) for name in MLA_FIELDS}
-    if cfg.family not in MLA_FAMILIES:
-        if any(values.values()):
-            raise ValueError(f"model.{next(n for n, v in values.items() if v)}: multi-head latent attention needs model.family in "
-                             f"{list(MLA_FAMILIES)}, not {cfg.family!r}; allowed value 0")
-        return
-    for name, value in values.items():
-        if value < (0 if name == "q_lora_rank" else 1):
-            raise ValueError(f"model.{name}={value} must be >= {0 if name == 'q_lora_rank' else 1} for family {cfg.family!r}")
-    if values["rope_head_dim"] % 2:
-        raise ValueError(f"model.rope_head_dim={values['rope_head_dim']} must be even (rotary pairs)")
-
-
-def check_moe(cfg) -> None:
-    """The mixture-of-experts fields of `cfg` (and multi-head latent attention's), checked against its family
-    (ValueError naming the field)."""
-    e, k, f, shared = (int(cfg.get(n, 0) or 0) for n in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts"))
-    check_routing(float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
-    _check_mla(cfg)
-    _check_layer_pattern(cfg)
-    if cfg.family not in MOE_FAMILIES:
-        if e or k or shared:
-            raise ValueError(f"model.num_experts={e}, model.experts_per_token={k}, model.num_shared_experts={shared}: "
-                             f"mixtures of experts need model.family in {list(MOE_FAMILIES)}, not {cfg.family!r}")
-        return
-    for name, value in (("num_experts", e), ("experts_per_token", k), ("expert_ffn_hidden_size", f)):
-        if value < 1:
-            raise ValueError(f"model.{name}={value} must be >= 1 for the mixture-of-experts family {cfg.family!r}")
-    if k > e:
-        raise ValueError(f"model.experts_per_token={k} exceeds model.num_experts={e}: a token picks at most every expert")
-    if shared < 0 or (shared and cfg.family not in SHARED_EXPERT_FAMILIES) or (not shared and cfg.family in SHARED_EXPERT_FAMILIES):
-        raise ValueError(f"model.num_shared_experts={shared}: family {cfg.family!r} "
-                         + ("has shared experts (>= 1)" if cfg.family in SHARED_EXPERT_FAMILIES else "has none (0)"))
-
-
-def valid_ep(cfg, ep_values) -> list[int]:
-    """The expert-parallel widths that divide model.num_experts (only 1 for a dense model)."""
-    e = int(cfg.get("num_experts", 0) or 0)
-    return sorted({int(v) for v in ep_values if (e and e % int(v) == 0) or int(v) == 1})
 
 
 # ---------------------------------------------------------------- GPT-2 (also Megatron GPT-2 / GPT-3)
