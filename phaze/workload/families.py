@@ -66,16 +66,12 @@ class Family:
     """Where the dense blocks of a mixture of experts with a dense/MoE layer pattern are split (None: no dense blocks)."""
 
 
-
-
 def _activation(cfg, key: str) -> dict:
     """The Hugging Face config argument `key` for model.activation, or nothing for the family's default."""
     name = cfg.get("activation", "") or ""
     if name and name not in ACTIVATIONS:
         raise ValueError(f"model.activation={name!r} is not supported; allowed: {list(ACTIVATIONS)} or empty")
     return {key: name} if name else {}
-
-
 
 
 def _head_dim(cfg) -> dict:
@@ -226,10 +222,6 @@ def _deepseek_v2_config(cfg, num_layers: int):
         qk_nope_head_dim=cfg.head_dim or cfg.hidden_size // cfg.num_heads, v_head_dim=cfg.v_head_dim, topk_method="greedy",
         n_group=1, topk_group=1, norm_topk_prob=False, **{k: v for k, v in _moe_common(cfg, num_layers).items() if k != "head_dim"},
     )
-
-
-
-
 
 
 # ---------------------------------------------------------------- GPT-2 (also Megatron GPT-2 / GPT-3)
