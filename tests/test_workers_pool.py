@@ -13,6 +13,7 @@ from phaze.config import compose_config
 from phaze.cores import usable_cores
 from phaze.search.evaluator import SpaceEvaluator
 from phaze.search.workers import WorkerPool, blas_threads
+from tests.test_search_study import TINY_MODEL
 
 
 def record_pid(path: str, worker: int) -> None:
@@ -88,11 +89,6 @@ def test_released_workers_exit_while_the_launcher_goes_on():
     pool.close()
 
 
-TINY_GPT2 = ["model=gpt2", "model.num_layers=2", "model.hidden_size=256", "model.num_heads=4", "model.num_kv_heads=4",
-             "model.ffn_hidden_size=1024", "model.seq_len=128", "model.max_position_embeddings=128", "model.vocab_size=1000",
-             "model.max_tp=2", "train.mbs=[1,2]", "train.tp_widths=[1,2]", "train.global_batch=64", "cluster.devices=16",
-             "hw=tiny_grid"]
-
 WORKER_WITHOUT_TORCH = """
 import pickle, sys
 import phaze.run  # a spawned worker imports the command's module again (multiprocessing's spawn)
@@ -107,7 +103,7 @@ def test_a_worker_evaluates_points_without_torch(tmp_path):
     """What a search's worker does (import the command's module, load the launcher's evaluator, evaluate points) needs
     neither torch nor transformers, only tracing a model does: a worker starts in ~1 s instead of ~4 (docs/scaling.md).
     The points' values are those the launcher computes."""
-    cfg = compose_config(*TINY_GPT2, f"cache_dir={tmp_path}", f"schedule.cache_dir={tmp_path / 'schedule'}")
+    cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={tmp_path}", f"schedule.cache_dir={tmp_path / 'schedule'}")
     evaluator = SpaceEvaluator(cfg)
     path = tmp_path / "evaluator.pkl"
     path.write_bytes(pickle.dumps(evaluator))
