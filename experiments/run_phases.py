@@ -7,7 +7,8 @@ Each run is `python -m phaze.run` from empty caches in a fresh temporary directo
 fresh_run), in a child process that stamps the launcher's wall clock at the start and end of each stage (the stage functions
 wrapped, nothing else changed). Phases: imports; the workload summary's trace; MLflow's parent run; the workloads'
 extraction; the bounds over every point; the study (every worker's search loop, up to the last worker's end); the
-baseline; the report and the interpreter's exit. Everything but the study runs in the launcher alone, so with the study
+baseline (computed by a process beside the study: what is left of it when the study ends, and reading the study's
+trials); the report and the interpreter's exit. Everything but the study runs in the launcher alone, so with the study
 split perfectly two workers would take serial + study / 2: the ceiling printed for the speed-up.
 Writes experiments/results/run_phases.md.
 """
@@ -28,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "experiments" / "results" / "run_phases.md"
 STAMP = "phase-stamp"
 STAGES = {"phaze.workload.extract": ("extract_workload",), "phaze.search.study": ("tracker_for", "optimize"),
-          "phaze.search.evaluator": ("load_workloads", "SpaceEvaluator.__init__", "SpaceEvaluator.baseline")}
+          "phaze.search.evaluator": ("load_workloads", "SpaceEvaluator.__init__", "SpaceEvaluator.baseline"),
+          "phaze.search.workers": ("SideJob.result",)}
 """Module -> the functions (or Class.method) whose start and end are stamped, under the names their callers look up."""
 
 
@@ -87,7 +89,9 @@ def phases(events, wall_s: float) -> dict[str, float]:
     load_start, load_end = first(events, "> load_workloads"), last(events, "< load_workloads")
     evaluator_end = last(events, "< SpaceEvaluator.__init__")
     study_start, study_end = first(events, "> optimize"), last(events, "< optimize")
-    baseline_end = last(events, "< SpaceEvaluator.baseline")
+    # The baseline is computed beside the study (SideJob): what the launcher waits for is the rest of it after the study
+    # (in the launcher itself under compat.baseline_in_optimum_run).
+    baseline_end = max(t for t, e in events if e in ("< SideJob.result", "< SpaceEvaluator.baseline"))
     return {"imports": first(events, "imported"), "summary trace": summary_end - first(events, "imported"),
             "MLflow run": tracker_end - tracker_start, "extraction": load_end - load_start, "bounds": evaluator_end - load_end,
             "other before": study_start - summary_end - (tracker_end - tracker_start) - (load_end - load_start) - (evaluator_end - load_end),

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from phaze.config import compose_config
+from phaze.cores import usable_cores
 from phaze.cost.chip import COST_COLUMNS
 from phaze.hardware import enumerate_space
 from phaze.pipeline import evaluate_point
@@ -16,7 +17,7 @@ from phaze.search import run_study, trials_frame
 from phaze.search.evaluator import MORE_IS_FASTER, SpaceEvaluator
 from phaze.search.pareto import COSTS, exact_front, known_values, recorder
 from phaze.search.claims import PASSED_OVER, claims_for
-from phaze.search.study import progress_total, storage_url, study_name, tracker_for
+from phaze.search.study import baseline_beside, baselines, progress_total, storage_url, study_name, tracker_for
 
 pytestmark = pytest.mark.slow
 
@@ -228,6 +229,27 @@ def test_a_cutoff_only_skips_plans_that_cannot_beat_it(base):
         above = model.placer(point, False, beat=best.throughput_seq_s * 0.999)(bounds)
         assert above.time_per_batch_s == pytest.approx(best.time_per_batch_s, rel=1e-12)
         assert model.placer(point, False, beat=best.throughput_seq_s * 1.001)(bounds) is None
+
+
+def test_the_baseline_computed_beside_the_study_is_the_launchers(base):
+    """run_study has a process beside the study compute the baseline chip: the same placement and time as this process
+    computes on the same evaluator (the TPUv4-like chip with the expert placement)."""
+    out = study(base, "model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1")
+    assert baseline_beside(out.evaluator.cfg) == (usable_cores() > 1)
+    here, searched = baselines(SpaceEvaluator(out.evaluator.cfg))
+    assert searched is None and out.baseline_searched is None
+    assert out.baseline.result.time_per_batch_s == here.result.time_per_batch_s
+    assert out.baseline.result.strategy == here.result.strategy
+    assert (out.baseline.result.strategy.dp, out.baseline.result.strategy.pp) == (8, 2)
+
+
+def test_the_baseline_goes_beside_the_study_only_on_a_spare_core(base):
+    """A side process computes the baseline only where the workers leave a core idle, and never when the baseline
+    needs the study's optimum (compat.baseline_in_optimum_run)."""
+    cores = usable_cores()
+    assert baseline_beside(compose_config(*base, "search.n_workers=1")) == (cores > 1)
+    assert not baseline_beside(compose_config(*base, f"search.n_workers={cores}"))
+    assert not baseline_beside(compose_config(*base, "search.n_workers=1", "compat.baseline_in_optimum_run=true"))
 
 
 def test_a_preset_baseline_is_the_preset_evaluated_alone(base):

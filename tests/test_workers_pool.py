@@ -1,10 +1,13 @@
 """WorkerPool (search.n_workers): the processes spawned when a run starts serve every study of the run, and a job that
-fails in one of them fails the launcher's call with that worker's traceback."""
+fails in one of them fails the launcher's call with that worker's traceback. SideJob: one job beside the study (the
+baseline chip), its value sent back."""
 
 import os
 import pickle
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from threadpoolctl import threadpool_info
@@ -12,7 +15,7 @@ from threadpoolctl import threadpool_info
 from phaze.config import compose_config
 from phaze.cores import usable_cores
 from phaze.search.evaluator import SpaceEvaluator
-from phaze.search.workers import WorkerPool, blas_threads
+from phaze.search.workers import SideJob, WorkerPool, blas_threads
 from tests.test_search_study import TINY_MODEL
 
 
@@ -111,3 +114,57 @@ def test_a_worker_evaluates_points_without_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", WORKER_WITHOUT_TORCH, str(path), str(n)], capture_output=True, text=True, check=True)
     expected = [round(evaluator.evaluate(i).throughput_seq_s, 9) for i in range(n)]
     assert out.stdout.strip() == f"[] {expected}"
+
+
+class PickledWhere:
+    """Records the thread that pickles it: a job must be pickled by the caller, as it is when sent."""
+
+    def __init__(self):
+        self.threads = []
+
+    def __getstate__(self):
+        self.threads.append(threading.current_thread().name)
+        return {"threads": []}
+
+
+def pid_and_sum(values: list[int]) -> tuple[int, int]:
+    return os.getpid(), sum(values)
+
+
+def test_a_side_job_returns_its_value_from_another_process():
+    """The value comes back from a spawned process, computed on the arguments as they were when the job started: they
+    are pickled by the caller, so what it changes afterwards (the study evaluating points) does not reach the job."""
+    values = [1, 2, 3]
+    with SideJob(pid_and_sum, (values,)) as job:
+        values.append(100)
+        pid, total = job.result()
+    assert pid != os.getpid() and total == 6
+
+
+def test_jobs_are_pickled_by_the_caller_not_the_sending_thread():
+    """WorkerPool.run and SideJob pickle the job in the calling thread (a thread sends the bytes): pickling in the
+    sending thread raced with the caller's study, which changes the evaluator while the thread pickled it."""
+    job = PickledWhere()
+    with WorkerPool(2) as pool:
+        pool.run(fail_unless_pickled, (job,), lambda: None)
+    with SideJob(len, ([job],)) as side:
+        assert side.result() == 1
+    assert job.threads == [threading.current_thread().name] * 2
+
+
+def fail_unless_pickled(job: PickledWhere, worker: int) -> None:
+    assert isinstance(job, PickledWhere)
+
+
+def test_a_failing_side_job_raises_with_its_traceback():
+    with SideJob(fail, ("no good", 7)) as job:
+        with pytest.raises(RuntimeError, match=r"(?s)phaze-side-job failed.*ValueError: no good in worker 7"):
+            job.result()
+
+
+def test_closing_a_running_side_job_stops_it():
+    """An interrupted study closes its side job: the process is stopped, not waited for."""
+    start = time.perf_counter()
+    with SideJob(time.sleep, (120,)) as job:
+        pass
+    assert not job._proc.is_alive() and time.perf_counter() - start < 60

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,11 +25,12 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from phaze.compat import compat_of, switches_on
+from phaze.cores import usable_cores
 from phaze.search.claims import PASSED_OVER, PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
 from phaze.search.samplers import BOUND_STOP_ATTR, ORDERED, SpaceExhausted, make_sampler
-from phaze.search.workers import WorkerPool, work
+from phaze.search.workers import SideJob, WorkerPool, work
 from phaze.tracking import StudyTracker, TrialRecord, resolve_tracking_uri
 
 OBJECTIVES = ("throughput", "throughput_per_tdp")
@@ -435,25 +437,42 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     if cfg.search.objective not in OBJECTIVES:
         raise ValueError(f"search.objective={cfg.search.objective!r}; allowed: {list(OBJECTIVES)}")
     start = time.perf_counter()
-    with WorkerPool(int(cfg.search.n_workers)) as pool:  # one set of worker processes for every study of the run
+    with WorkerPool(int(cfg.search.n_workers)) as pool, ExitStack() as stack:  # one set of worker processes for every study of the run
         evaluator = SpaceEvaluator(cfg)
+        beside = stack.enter_context(SideJob(baselines, (evaluator,))) if baseline_beside(cfg) else None
         if uses_model_caps(cfg, evaluator):
             evaluator.cap_models(model_optima(evaluator, progress, pool))
         study, full_evals = optimize(cfg, evaluator, tracker, progress, pool)
-        pool.release()  # the workers shut down while this process computes the baseline (joined at the end)
+        pool.release()  # the workers shut down while this process reads the study (joined at the end)
         trials = study.get_trials(deepcopy=False)
         complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
         best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
         best_index = best_trial.params[POINT_PARAM] if best_trial else None
         best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
+        baseline, baseline_searched = beside.result() if beside is not None else baselines(evaluator, best_index, best)
         return StudyOutcome(
-            study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=evaluator.baseline(optimum_index=best_index, optimum=best),
+            study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=baseline,
             n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
             n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
             logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
             n_skipped=n_passed_over(cfg, study, evaluator, best_trial.values[0] if best_trial else None),
-            baseline_searched=evaluator.baseline(fixed=False) if cfg.hw.get("baseline") else None,
+            baseline_searched=baseline_searched,
         )
+
+
+def baseline_beside(cfg) -> bool:
+    """Whether a process beside the study computes the baseline: only on a core the workers leave idle (with every core
+    a worker's, a third process slowed two workers down: 74.1 s against 71.5 s, docs/scaling.md), and only when it does
+    not wait on the study's optimum (compat.baseline_in_optimum_run)."""
+    return int(cfg.search.n_workers) < usable_cores() and not compat_of(cfg).baseline_in_optimum_run
+
+
+def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optimum: Evaluation | None = None) -> tuple[Evaluation, Evaluation | None]:
+    """The baseline chip with each model's expert placement, and with the searched one where hw.baseline names a preset.
+    They do not depend on the study (except under compat.baseline_in_optimum_run, given the optimum), so run_study
+    has a process beside the study compute them: on a core the study leaves idle, or sharing the cores."""
+    fixed = evaluator.baseline(optimum_index=optimum_index, optimum=optimum)
+    return fixed, evaluator.baseline(fixed=False) if evaluator.cfg.hw.get("baseline") else None
 
 
 def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import traceback
+from multiprocessing.reduction import ForkingPickler
 from typing import Callable, TypeVar
 
 from omegaconf import OmegaConf
@@ -75,6 +76,73 @@ def answer(conn, message: str | None) -> bool:
     return True
 
 
+def send_later(conns: list, job: tuple) -> threading.Thread:
+    """Send `job` to every connection from a thread, pickled here first. A send returns once the other process has read
+    it (a pickled evaluator is larger than a pipe's buffer), so a process still importing would hold this one back;
+    pickled here, the job is what it is now, whatever this process changes in it while the thread sends."""
+    payload = ForkingPickler.dumps(job)
+    sender = threading.Thread(target=lambda: [conn.send_bytes(payload) for conn in conns], name="phaze-send-jobs", daemon=True)
+    sender.start()
+    return sender
+
+
+def serve_one(conn) -> None:
+    """A side process: run the one job the launcher sends, (function, args), with one BLAS thread, and answer
+    (result, None), or (None, the traceback)."""
+    try:
+        function, args = conn.recv()
+    except (EOFError, KeyboardInterrupt):
+        return
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            outcome = (function(*args), None)
+    except BaseException:
+        outcome = (None, traceback.format_exc())
+    try:
+        conn.send(outcome)
+    except (BrokenPipeError, OSError):  # the launcher is gone
+        pass
+
+
+class SideJob:
+    """function(*args) in a spawned process beside this one, for work that does not wait on the study (the baseline
+    chip): it runs on a core the study leaves idle, or shares them. result() waits for its value; close() (a context
+    manager's exit) stops it if it is still running (an interrupted study)."""
+
+    def __init__(self, function: Callable[..., T], args: tuple):
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, theirs = ctx.Pipe()
+        self._proc = ctx.Process(target=serve_one, args=(theirs,), name="phaze-side-job")
+        self._proc.start()
+        theirs.close()
+        self._sender = send_later([self._conn], (function, args))
+
+    def result(self) -> T:
+        """The job's return value once it has finished; RuntimeError with its traceback if it failed."""
+        self._sender.join()
+        try:
+            value, error = self._conn.recv()
+        except EOFError:
+            self._proc.join()
+            raise RuntimeError(f"{self._proc.name} exited with code {self._proc.exitcode}") from None
+        self._proc.join()
+        if error is not None:
+            raise RuntimeError(f"{self._proc.name} failed:\n{error}")
+        return value
+
+    def close(self) -> None:
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+        self._conn.close()
+
+    def __enter__(self) -> "SideJob":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class WorkerPool:
     """Workers 1..n_workers-1 of a run, spawned at once and kept until closed (a context manager); worker 0 is the
     calling process. With one worker it spawns nothing and run() calls here() alone."""
@@ -94,10 +162,7 @@ class WorkerPool:
     def run(self, function: Callable, args: tuple, here: Callable[[], T]) -> T:
         """function(*args, k) in every worker k >= 1 while here() runs in this process, each with BLAS on its share of
         the cores; here()'s result once all have finished, or RuntimeError naming the workers that failed."""
-        # A send returns once the worker has read the job (the pickled evaluator is larger than a pipe's buffer), so a
-        # worker still importing would hold this process back: sent from a thread, that wait runs under here().
-        sender = threading.Thread(target=lambda: [conn.send((function, args)) for conn in self._conns], name="phaze-worker-jobs")
-        sender.start()
+        sender = send_later(self._conns, (function, args))
         failed = {}
         try:
             with threadpool_limits(limits=blas_threads(self.n_workers), user_api="blas"):
