@@ -470,7 +470,7 @@ def baseline_beside(cfg) -> bool:
 def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optimum: Evaluation | None = None) -> tuple[Evaluation, Evaluation | None]:
     """The baseline chip with each model's expert placement, and with the searched one where hw.baseline names a preset.
     They do not depend on the study (except under compat.baseline_in_optimum_run, given the optimum), so run_study
-    has a process beside the study compute them: on a core the study leaves idle, or sharing the cores."""
+    has a process beside the study compute them on a core the workers leave idle (baseline_beside)."""
     fixed = evaluator.baseline(optimum_index=optimum_index, optimum=optimum)
     return fixed, evaluator.baseline(fixed=False) if evaluator.cfg.hw.get("baseline") else None
 

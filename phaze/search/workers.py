@@ -81,7 +81,15 @@ def send_later(conns: list, job: tuple) -> threading.Thread:
     it (a pickled evaluator is larger than a pipe's buffer), so a process still importing would hold this one back;
     pickled here, the job is what it is now, whatever this process changes in it while the thread sends."""
     payload = ForkingPickler.dumps(job)
-    sender = threading.Thread(target=lambda: [conn.send_bytes(payload) for conn in conns], name="phaze-send-jobs", daemon=True)
+
+    def send() -> None:
+        for conn in conns:
+            try:
+                conn.send_bytes(payload)
+            except (BrokenPipeError, OSError):  # that process is gone (stopped, or failed): its reader says how
+                pass
+
+    sender = threading.Thread(target=send, name="phaze-send-jobs", daemon=True)
     sender.start()
     return sender
 
@@ -134,6 +142,7 @@ class SideJob:
         if self._proc.is_alive():
             self._proc.terminate()
         self._proc.join()
+        self._sender.join()
         self._conn.close()
 
     def __enter__(self) -> "SideJob":
