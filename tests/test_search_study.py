@@ -236,7 +236,7 @@ def test_the_baseline_computed_beside_the_study_is_the_launchers(base):
     computes on the same evaluator (the TPUv4-like chip with the expert placement)."""
     out = study(base, "model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1")
     assert baseline_beside(out.evaluator.cfg) == (usable_cores() > 1)
-    here, searched = baselines(SpaceEvaluator(out.evaluator.cfg))
+    here, searched = baselines(out.evaluator)
     assert searched is None and out.baseline_searched is None
     assert out.baseline.result.time_per_batch_s == here.result.time_per_batch_s
     assert out.baseline.result.strategy == here.result.strategy

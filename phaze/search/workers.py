@@ -67,7 +67,7 @@ def serve(conn, worker: int, n_workers: int) -> None:
             return
 
 
-def answer(conn, message: str | None) -> bool:
+def answer(conn, message) -> bool:
     """Send the launcher a job's outcome; False when it is gone (killed: nothing waits for the answer)."""
     try:
         conn.send(message)
@@ -106,16 +106,13 @@ def serve_one(conn) -> None:
             outcome = (function(*args), None)
     except BaseException:
         outcome = (None, traceback.format_exc())
-    try:
-        conn.send(outcome)
-    except (BrokenPipeError, OSError):  # the launcher is gone
-        pass
+    answer(conn, outcome)
 
 
 class SideJob:
     """function(*args) in a spawned process beside this one, for work that does not wait on the study (the baseline
-    chip): it runs on a core the study leaves idle, or shares them. result() waits for its value; close() (a context
-    manager's exit) stops it if it is still running (an interrupted study)."""
+    chip), on a core the study leaves idle. result() waits for its value; close() (a context manager's exit) stops it if
+    it is still running (an interrupted study)."""
 
     def __init__(self, function: Callable[..., T], args: tuple):
         ctx = multiprocessing.get_context("spawn")
