@@ -5,8 +5,9 @@ workers at most.
 
 Each run is `python -m phaze.run` from empty caches in a fresh temporary directory (experiments/worker_speedup.py's
 fresh_run), in a child process that stamps the launcher's wall clock at the start and end of each stage (the stage functions
-wrapped, nothing else changed). Phases: imports; the workload summary's trace; MLflow's parent run; the workloads'
-extraction; the bounds over every point; the study (every worker's search loop, up to the last worker's end); the
+wrapped, nothing else changed). Phases: imports; the traces (the workload summary's and the search's workloads,
+traced together, MLflow's parent run created beside them: its own time is shown apart, and what the launcher still
+waits for it after the traces); the search's workloads read from the cache; the bounds over every point; the study (every worker's search loop, up to the last worker's end); the
 baseline (computed by a process beside the study: what is left of it when the study ends, and reading the study's
 trials); the report and the interpreter's exit. Everything but the study runs in the launcher alone, so with the study
 split perfectly two workers would take serial + study / 2: the ceiling printed for the speed-up.
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "experiments" / "results" / "run_phases.md"
 STAMP = "phase-stamp"
-STAGES = {"phaze.workload.extract": ("extract_workload",), "phaze.search.study": ("tracker_for", "optimize"),
+STAGES = {"phaze.workload.extract": ("extract_jobs",), "phaze.search.study": ("tracker_for", "optimize"),
           "phaze.search.evaluator": ("load_workloads", "SpaceEvaluator.__init__", "SpaceEvaluator.baseline"),
           "phaze.search.workers": ("SideJob.result",)}
 """Module -> the functions (or Class.method) whose start and end are stamped, under the names their callers look up."""
@@ -84,17 +85,18 @@ def last(events, event: str) -> float:
 
 def phases(events, wall_s: float) -> dict[str, float]:
     """Seconds per phase of one run, from its stamps."""
-    summary_end = first(events, "< extract_workload")
+    imported, traces_end = first(events, "imported"), first(events, "< extract_jobs")
     tracker_start, tracker_end = first(events, "> tracker_for"), first(events, "< tracker_for")
+    mlflow_wait = max(0.0, tracker_end - traces_end)
     load_start, load_end = first(events, "> load_workloads"), last(events, "< load_workloads")
     evaluator_end = last(events, "< SpaceEvaluator.__init__")
     study_start, study_end = first(events, "> optimize"), last(events, "< optimize")
     # The baseline is computed beside the study (SideJob): what the launcher waits for is the rest of it after the study
     # (in the launcher itself under compat.baseline_in_optimum_run).
     baseline_end = max(t for t, e in events if e in ("< SideJob.result", "< SpaceEvaluator.baseline"))
-    return {"imports": first(events, "imported"), "summary trace": summary_end - first(events, "imported"),
-            "MLflow run": tracker_end - tracker_start, "extraction": load_end - load_start, "bounds": evaluator_end - load_end,
-            "other before": study_start - summary_end - (tracker_end - tracker_start) - (load_end - load_start) - (evaluator_end - load_end),
+    return {"imports": imported, "traces": traces_end - imported, "MLflow run (beside the traces)": tracker_end - tracker_start,
+            "waiting for MLflow": mlflow_wait, "workloads read": load_end - load_start, "bounds": evaluator_end - load_end,
+            "other before": study_start - traces_end - mlflow_wait - (load_end - load_start) - (evaluator_end - load_end),
             "study": study_end - study_start, "baseline": baseline_end - study_end, "report and exit": wall_s - baseline_end}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from phaze.schedule import LayerSchedule, Prepared, heuristic_schedule, lower_bo
 from phaze.schedule.layer import uses_modes
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
-from phaze.workload.extract import extract_workloads
+from phaze.workload.extract import extract_jobs, workload_job
 from phaze.workload.graph import BLOCK_PARTS, DENSE, Workload
 from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
@@ -409,17 +410,26 @@ def tp_values_of(workloads: dict[int, Workload]) -> list[int]:
     return sorted({t for w in workloads.values() for t in w.tp_widths})
 
 
+def workload_jobs(cfg) -> list[partial]:
+    """The workload_job of each microbatch size of the training config, with every shard its placement space needs."""
+    shards = {"sp_values": tuple(options(cfg, "sp")), "cp_values": tuple(options(cfg, "cp")), "ep_values": tuple(options(cfg, "ep"))}
+    return [workload_job(training_model(cfg), mbs, cfg.train.bytes_per_elem, cfg.train.tp_widths, cfg.cache_dir, **shards)
+            for mbs in microbatch_sizes(cfg)]
+
+
+def microbatch_sizes(cfg) -> list[int]:
+    """train.mbs as a sorted list of sizes."""
+    return positive_ints(cfg.train.mbs, "train.mbs")
+
+
 def load_workloads(cfg) -> dict[int, Workload]:
-    """The model's workload at every microbatch size of the training config, with every shard its placement
-    space needs (cached on disk as traced, by `workload_processes` processes at once; the precision and the compat
-    switches apply after the cache)."""
-    model = training_model(cfg)
+    """The model's workload at every microbatch size of the training config (cached on disk as traced, by
+    `workload_processes` processes at once; the precision and the compat switches apply after the cache)."""
+    family = str(training_model(cfg).family)
     step = forward_only if cfg.train.get("forward_only") else (lambda workload: workload)
-    traced = extract_workloads(model, [int(m) for m in positive_ints(cfg.train.mbs, "train.mbs", powers_of_two=False)], cfg.train.bytes_per_elem,
-                               cfg.train.tp_widths, cache_dir=cfg.cache_dir, sp_values=tuple(options(cfg, "sp")),
-                               cp_values=tuple(options(cfg, "cp")), ep_values=tuple(options(cfg, "ep")),
-                               processes=cfg.get("workload_processes"))
-    return {mbs: step(with_phaze_conventions(with_precision(w, cfg.train.precision), compat_of(cfg), str(model.family))) for mbs, w in traced.items()}
+    traced = extract_jobs(workload_jobs(cfg), processes=cfg.get("workload_processes"))
+    return {mbs: step(with_phaze_conventions(with_precision(w, cfg.train.precision), compat_of(cfg), family))
+            for mbs, w in zip(microbatch_sizes(cfg), traced)}
 
 
 def schedule_settings(cfg) -> ScheduleCfg:

@@ -8,11 +8,14 @@ import pandas as pd
 import pytest
 
 from phaze.workload import extract as extract_mod
-from phaze.workload.extract import extract_workload, extract_workloads
+from phaze.pipeline import load_workloads
+from phaze.run import model_summaries
+from phaze.workload.extract import extract_jobs, extract_workload, workload_job
 from phaze.workload.families import build_parts
 from phaze.workload.graph import OpGraph
 from phaze.workload.trace import part_graph
 from tests.conftest import compose_cfg
+from tests.test_search_study import TINY_MODEL
 
 SPAWNED_TRACE_WAIT_S = 300.0
 """How long this process's trace waits for the spawned process's (which first imports torch and transformers): far
@@ -143,18 +146,51 @@ def test_processes_trace_what_one_process_traces(tmp_path, monkeypatch):
             time.sleep(0.1)
         return trace(model_cfg, mbs, *args)
 
+    def jobs(cache):
+        return [workload_job(model, mbs, cache_dir=tmp_path / cache, **shards) for mbs in (1, 2, 4)]
+
     monkeypatch.setattr(extract_mod, "extract_uncached", after_the_other)
-    both = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "both", processes=2, **shards)
+    both = extract_jobs(jobs("both"), processes=2)
     assert traced_here == [1]
     monkeypatch.setattr(extract_mod, "extract_uncached", trace)
-    one = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "one", processes=1, **shards)
-    assert list(both) == [1, 2, 4]
-    for mbs in both:
-        assert pickle.dumps(both[mbs]) == pickle.dumps(one[mbs])
-        assert both[mbs].mbs == mbs
+    one = extract_jobs(jobs("one"), processes=1)
+    assert [w.mbs for w in both] == [1, 2, 4]
+    assert all(pickle.dumps(b) == pickle.dumps(o) for b, o in zip(both, one))
     monkeypatch.setattr(extract_mod, "extract_uncached", lambda *a, **k: pytest.fail("a cached workload was traced again"))
-    again = extract_workloads(model, [1, 2, 4], cache_dir=tmp_path / "both", processes=2, **shards)
-    assert all(pickle.dumps(again[m]) == pickle.dumps(both[m]) for m in both)
+    again = extract_jobs(jobs("both"), processes=2)
+    assert all(pickle.dumps(a) == pickle.dumps(b) for a, b in zip(again, both))
+
+
+def test_a_job_asked_twice_is_traced_once(tmp_path, monkeypatch):
+    """The same workload asked by two jobs (a run's summary and its search at the same size) is traced once, then
+    read from the cache; jobs of other shards are distinct."""
+    model = compose_cfg(*TINY_MODEL).model
+    traced = []
+    trace = extract_mod.extract_uncached
+
+    def counted(model_cfg, mbs, *args):
+        traced.append((mbs, args))
+        return trace(model_cfg, mbs, *args)
+
+    monkeypatch.setattr(extract_mod, "extract_uncached", counted)
+    same = workload_job(model, 2, tp_widths=(1,), cache_dir=tmp_path)
+    other = workload_job(model, 2, tp_widths=(1, 2), cache_dir=tmp_path)
+    out = extract_jobs([same, other, same], processes=1)
+    assert [mbs for mbs, _ in traced] == [2, 2]
+    assert list(out[0].tp_widths) == list(out[2].tp_widths) == [1] and list(out[1].tp_widths) == [1, 2]
+    assert pickle.dumps(out[0]) == pickle.dumps(out[2])
+
+
+def test_summaries_trace_what_the_search_reads(tmp_path, monkeypatch):
+    """model_summaries traces the searched workloads along with the summary's, so that load_workloads then traces
+    nothing; the summary counts the model's parameters (2 layers of 12 h^2 + embeddings and positions)."""
+    cfg = compose_cfg(*TINY_MODEL, f"cache_dir={tmp_path}")
+    summaries = model_summaries(cfg)
+    hidden, vocab, seq = 256, 1000, 128
+    assert list(summaries) == [cfg.model.name]
+    assert summaries[cfg.model.name].params == pytest.approx(2 * 12 * hidden**2 + (vocab + seq) * hidden, rel=0.01)
+    monkeypatch.setattr(extract_mod, "extract_uncached", lambda *a, **k: pytest.fail("the search traced a workload again"))
+    assert sorted(load_workloads(cfg)) == [1, 2]
 
 
 def test_without_views_keeps_dependencies():

@@ -163,7 +163,7 @@ def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
 
 
 _claims = None
-"""The shared count of microbatch sizes taken so far (a spawned tracer's copy is set by _share_claims)."""
+"""The shared count of jobs taken so far (a spawned tracer's copy is set by _share_claims)."""
 
 
 _started_claims: list = []
@@ -177,33 +177,41 @@ def _share_claims(claims) -> None:
     _claims = claims
 
 
-def _trace_claimed(sizes: list[int], trace, claims=None) -> dict[int, Workload]:
-    """Trace the sizes this process takes, one at a time, until none is left (`claims`: the shared count, else this
-    process's copy): whichever process is free takes the next size."""
+def _trace_claimed(jobs: list, claims=None) -> dict[int, Workload]:
+    """Run the jobs this process takes, one at a time, until none is left (`claims`: the shared count, else this
+    process's copy): whichever process is free takes the next job. Returns {index in jobs: workload}."""
     claims = claims if claims is not None else _claims
     traced = {}
     while True:
         with claims.get_lock():
             i = claims.value
             claims.value += 1
-        if i >= len(sizes):
+        if i >= len(jobs):
             return traced
-        traced[sizes[i]] = trace(sizes[i])
+        traced[i] = jobs[i]()
 
 
-def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
-                      sp_values=(False,), cp_values=(1,), ep_values=(1,), processes: int | None = None) -> dict[int, Workload]:
-    """extract_workload at every microbatch size; the sizes not cached are traced by this process and up to
-    `processes` - 1 spawned ones (None: the cores this process may use; tracing is single-threaded Python, so each
-    core traces one microbatch size at a time). Each takes the next size when it is free: a spawned process first
-    spends seconds importing torch and transformers, while this one traces from the start (Llama-2-7B's three sizes:
-    10.1 s in two spawned processes, 6.0 s in this one alone)."""
+def workload_job(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), cache_dir: str | Path | None = None,
+                 sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> partial:
+    """extract_workload with these arguments, to be run later (by extract_jobs, here or in a spawned process)."""
+    return partial(extract_workload, model_cfg, mbs, bytes_per_elem, tuple(tp_widths), cache_dir, tuple(sp_values),
+                   tuple(cp_values), tuple(ep_values))
+
+
+def extract_jobs(jobs: list[partial], processes: int | None = None) -> list[Workload]:
+    """The workload of each workload_job; those not cached are traced by this process and up to `processes` - 1
+    spawned ones (None: the cores this process may use; tracing is single-threaded Python, so each core traces one
+    workload at a time), each taking the next when it is free. A process first spends seconds importing torch and
+    transformers (Llama-2-7B: 8.3 s for the first size, 2.2-2.6 s for each further one), so a run traces every
+    workload it needs at once: a summary's and the study's together."""
     if processes is None:
         processes = usable_cores()
-    shards = {"bytes_per_elem": bytes_per_elem, "tp_widths": tuple(tp_widths), "cache_dir": cache_dir, "sp_values": tuple(sp_values),
-              "cp_values": tuple(cp_values), "ep_values": tuple(ep_values)}
-    trace = partial(extract_workload, model_cfg, **shards)
-    todo = [m for m in mbs_values if (path := cached_path(model_cfg, m, **shards)) is None or not path.exists()]
+    paths = [cached_path(*job.args) for job in jobs]
+    todo, seen = [], set()
+    for i, path in enumerate(paths):
+        if path is None or (path not in seen and not path.exists()):  # a job asked twice is traced once, then read
+            todo.append(i)
+            seen.add(path)
     traced = {}
     if processes > 1 and len(todo) > 1:
         start = time.perf_counter()
@@ -212,15 +220,18 @@ def extract_workloads(model_cfg, mbs_values, bytes_per_elem: int = 2, tp_widths=
         _started_claims.append(claims)
         n_helpers = min(processes, len(todo)) - 1
         pool = ProcessPoolExecutor(n_helpers, mp_context=context, initializer=_share_claims, initargs=(claims,))
+        todo_jobs = [jobs[i] for i in todo]
         try:
-            helpers = {pool.submit(_trace_claimed, todo, trace) for _ in range(n_helpers)}
-            here = _trace_claimed(todo, trace, claims)
-            traced = dict(here)
-            while len(traced) < len(todo):  # sizes a spawned process took: wait for it, not for one still importing
+            helpers = {pool.submit(_trace_claimed, todo_jobs, None) for _ in range(n_helpers)}
+            here = _trace_claimed(todo_jobs, claims)
+            traced = {todo[k]: w for k, w in here.items()}
+            while len(traced) < len(todo):  # jobs a spawned process took: wait for it, not for one still importing
                 done, helpers = wait(helpers, return_when=FIRST_COMPLETED)
                 for future in done:
-                    traced.update(future.result())
+                    traced.update({todo[k]: w for k, w in future.result().items()})
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
-        log.info("extracted %s mbs=%s in %.1f s (%s in this process)", model_cfg.name, todo, time.perf_counter() - start, sorted(here))
-    return {m: traced[m] if m in traced else trace(m) for m in mbs_values}
+        log.info("extracted %s in %.1f s (%d of %d in this process)", sorted({f"{jobs[i].args[0].name} mbs={jobs[i].args[1]}" for i in todo}),
+                 time.perf_counter() - start, len(here), len(todo))
+    return [traced[i] if i in traced else job() for i, job in enumerate(jobs)]
+
