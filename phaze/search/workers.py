@@ -99,7 +99,7 @@ def serve_one(conn) -> None:
     (result, None), or (None, the traceback)."""
     try:
         function, args = conn.recv()
-    except (EOFError, KeyboardInterrupt):
+    except (EOFError, OSError, KeyboardInterrupt):  # the launcher stopped, or was killed mid-send ("end of file during message")
         return
     try:
         with threadpool_limits(limits=1, user_api="blas"):
