@@ -7,13 +7,13 @@ Each run is `python -m phaze.run` from empty caches in a fresh temporary directo
 fresh_run), in a child process that stamps the launcher's wall clock at the start and end of each stage (the stage functions
 wrapped, nothing else changed). Phases: imports; the traces (the workload summary's and the search's workloads,
 traced together, MLflow's parent run created beside them: its own time is shown apart, and what the launcher still
-waits for it after the traces); the search's workloads read from the cache; the bounds over every point; the study (every worker's search loop, up to the last worker's end); the
-baseline (computed by a process beside the study: what is left of it when the study ends, and reading the study's
-trials); the report and the interpreter's exit. Everything but the study runs in the launcher alone, so with the study
-split perfectly two workers would take serial + study / 2: the ceiling printed for the speed-up. The CPU seconds of
-all the run's processes (user + system) give the other ceiling: the one-worker run already uses the second core
-(the tracer helper, the bounds' threads, the baseline beside the study), and n workers cannot take less than their
-own CPU seconds / n.
+waits for it after the traces); the search's workloads read from the cache; the bounds over every point; the study
+(every worker's search loop, up to the last worker's end); the baseline (computed by a process beside the study:
+what is left of it when the study ends, and reading the study's trials); the report and the interpreter's exit.
+Everything but the study runs in the launcher alone, so with the study split perfectly two workers would take
+serial + study / 2: the ceiling printed for the speed-up. The CPU seconds of all the run's processes (user +
+system) give the other ceiling: the one-worker run already uses the second core (the tracer helper, the bounds'
+threads, the baseline beside the study), and n workers cannot take less than their own CPU seconds / n.
 Writes experiments/results/run_phases.md.
 """
 

@@ -234,4 +234,3 @@ def extract_jobs(jobs: list[partial], processes: int | None = None) -> list[Work
         log.info("extracted %s in %.1f s (%d of %d in this process)", sorted({f"{jobs[i].args[0].name} mbs={jobs[i].args[1]}" for i in todo}),
                  time.perf_counter() - start, len(here), len(todo))
     return [traced[i] if i in traced else job() for i, job in enumerate(jobs)]
-
