@@ -9,7 +9,8 @@ wrapped, nothing else changed). Phases: imports; the traces (the workload summar
 traced together, MLflow's parent run created beside them: its own time is shown apart, and what the launcher still
 waits for it after the traces); the search's workloads read from the cache; the bounds over every point; the study
 (every worker's search loop, up to the last worker's end); the baseline (computed by a process beside the study:
-what is left of it when the study ends, and reading the study's trials); the report and the interpreter's exit.
+what is left of it when the study ends, and reading the study's trials; with a worker per core, by the last worker
+before its share of the study, so inside the study's time); the report and the interpreter's exit.
 Everything but the study runs in the launcher alone, so with the study split perfectly two workers would take
 serial + study / 2: the ceiling printed for the speed-up. The CPU seconds of all the run's processes (user +
 system) give the other ceiling: the one-worker run already uses the second core (the tracer helper, the bounds'
@@ -96,8 +97,9 @@ def phases(events, wall_s: float) -> dict[str, float]:
     evaluator_end = last(events, "< SpaceEvaluator.__init__")
     study_start, study_end = first(events, "> optimize"), last(events, "< optimize")
     # The baseline is computed beside the study (SideJob): what the launcher waits for is the rest of it after the study
-    # (in the launcher itself under compat.baseline_in_optimum_run).
-    baseline_end = max(t for t, e in events if e in ("< SideJob.result", "< SpaceEvaluator.baseline"))
+    # (in the launcher itself under compat.baseline_in_optimum_run); with a worker per core, by the last worker before
+    # its share of the study (WorkerPool.run_first): nothing is left of it after the study.
+    baseline_end = max((t for t, e in events if e in ("< SideJob.result", "< SpaceEvaluator.baseline")), default=study_end)
     return {"imports": imported, "traces": traces_end - imported, "MLflow run (beside the traces)": tracker_end - tracker_start,
             "waiting for MLflow": mlflow_wait, "workloads read": load_end - load_start, "bounds": evaluator_end - load_end,
             "other before": study_start - traces_end - mlflow_wait - (load_end - load_start) - (evaluator_end - load_end),

@@ -243,6 +243,26 @@ def test_the_baseline_computed_beside_the_study_is_the_launchers(base):
     assert (out.baseline.result.strategy.dp, out.baseline.result.strategy.pp) == (8, 2)
 
 
+def test_with_a_worker_per_core_the_last_worker_computes_the_baseline(base, tmp_path, monkeypatch):
+    """Two workers on two cores: no side process; the last worker computes the baseline before its share of the study
+    (WorkerPool.run_first), the same placement and time as this process computes on the same evaluator."""
+    monkeypatch.setattr("phaze.search.study.usable_cores", lambda: 2)
+    cfg = compose_config(*base, "model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1", "search.n_workers=2",
+                         f"search.storage=sqlite:///{tmp_path / 'studies.db'}")
+    assert not baseline_beside(cfg)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the launcher computed the baseline")
+
+    monkeypatch.setattr(SpaceEvaluator, "baseline", not_here)  # this process only: the worker imports the real one
+    out = run_study(cfg, progress=False)
+    monkeypatch.undo()
+    here, searched = baselines(out.evaluator)
+    assert searched is None and out.baseline_searched is None
+    assert out.baseline.result.time_per_batch_s == here.result.time_per_batch_s
+    assert (out.baseline.result.strategy.dp, out.baseline.result.strategy.pp) == (8, 2)
+
+
 def test_the_baseline_goes_beside_the_study_only_on_a_spare_core(base):
     """A side process computes the baseline only where the workers leave a core idle, and never when the baseline
     needs the study's optimum (compat.baseline_in_optimum_run)."""

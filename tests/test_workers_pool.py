@@ -59,6 +59,24 @@ def test_a_failing_job_raises_in_the_launcher_with_the_workers_traceback():
     assert calls == ["here"]  # worker 0 ran to its end before the failure was raised
 
 
+def test_the_first_job_runs_in_the_last_worker_before_its_share(tmp_path):
+    """run_first: the last worker computes `first` (the baseline) and then its share of the job, and first's value comes
+    back with here()'s; the other workers and here() only run their share."""
+    path = tmp_path / "pids.txt"
+    with WorkerPool(3) as pool:
+        here, (pid, total) = pool.run_first((pid_and_sum, ([1, 2, 3],)), record_pid, (str(path),), lambda: "here")
+    runs = dict(tuple(int(x) for x in line.split()) for line in path.read_text().splitlines())
+    assert here == "here" and total == 6
+    assert sorted(runs) == [1, 2] and pid == runs[2] != os.getpid()
+
+
+def test_with_one_worker_the_first_job_runs_here_after_the_study():
+    calls = []
+    with WorkerPool(1) as pool:
+        result = pool.run_first((lambda: calls.append("first") or len(calls), ()), fail, ("never called",), lambda: calls.append("here") or "done")
+    assert result == ("done", 2) and calls == ["here", "first"]
+
+
 def test_one_worker_spawns_nothing():
     with WorkerPool(1) as pool:
         assert pool.run(fail, ("never called",), lambda: 42) == 42

@@ -393,9 +393,10 @@ def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
 
 
 def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progress: bool,
-             pool: WorkerPool) -> tuple[optuna.Study, dict[int, Evaluation]]:
+             pool: WorkerPool, first: tuple | None = None) -> tuple[optuna.Study, dict[int, Evaluation], object]:
     """Run (or resume) the study of cfg over `evaluator` with this process and the pool's workers: (study, this
-    process's full evaluations)."""
+    process's full evaluations, the value of `first`, (function, args) that the study does not wait on, called as
+    WorkerPool.run_first does, or None without it)."""
     study = worker_study(cfg, evaluator, worker=0)
     durable = storage_url(cfg) is not None
     if durable:
@@ -407,7 +408,10 @@ def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progr
         """This process's worker: its loop, and the points it fully evaluated."""
         return search(cfg, study, evaluator, tracker, durable, progress).full_evals
 
-    return study, pool.run(work, (OmegaConf.to_yaml(cfg, resolve=True), evaluator), here)
+    job = (work, (OmegaConf.to_yaml(cfg, resolve=True), evaluator))
+    if first is None:
+        return study, pool.run(*job, here), None
+    return (study, *pool.run_first(first, *job, here))
 
 
 def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:
@@ -422,7 +426,7 @@ def model_optima(evaluator: SpaceEvaluator, progress: bool, pool: WorkerPool) ->
     scheduled layers); inf for a model whose study did not finish (search.timeout_s)."""
     caps = np.full(len(evaluator.models), np.inf)
     for k, m in enumerate(evaluator.models):
-        study, _ = optimize(m.cfg, evaluator.single(k), None, progress, pool)
+        study, _, _ = optimize(m.cfg, evaluator.single(k), None, progress, pool)
         if finished(study) and any(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
             caps[k] = to_beat(m.cfg, study.best_value)
     return caps
@@ -440,16 +444,19 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
     with WorkerPool(int(cfg.search.n_workers)) as pool, ExitStack() as stack:  # one set of worker processes for every study of the run
         evaluator = SpaceEvaluator(cfg)
         beside = stack.enter_context(SideJob(baselines, (evaluator,))) if baseline_beside(cfg) else None
+        first = (baselines, (evaluator,)) if beside is None and not compat_of(cfg).baseline_in_optimum_run else None
         if uses_model_caps(cfg, evaluator):
             evaluator.cap_models(model_optima(evaluator, progress, pool))
-        study, full_evals = optimize(cfg, evaluator, tracker, progress, pool)
+        study, full_evals, early = optimize(cfg, evaluator, tracker, progress, pool, first)
         pool.release()  # the workers shut down while this process reads the study (joined at the end)
         trials = study.get_trials(deepcopy=False)
         complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
         best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
         best_index = best_trial.params[POINT_PARAM] if best_trial else None
         best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
-        baseline, baseline_searched = beside.result() if beside is not None else baselines(evaluator, best_index, best)
+        if beside is not None:
+            early = beside.result()
+        baseline, baseline_searched = early if early is not None else baselines(evaluator, best_index, best)
         return StudyOutcome(
             study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=baseline,
             n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
@@ -462,8 +469,9 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
 
 def baseline_beside(cfg) -> bool:
     """Whether a process beside the study computes the baseline: only on a core the workers leave idle (with every core
-    a worker's, a third process slowed two workers down: 74.1 s against 71.5 s, docs/scaling.md), and only when it does
-    not wait on the study's optimum (compat.baseline_in_optimum_run)."""
+    a worker's, a third process slowed two workers down: 74.1 s against 71.5 s, docs/scaling.md; the last worker then
+    computes it before its share of the study, WorkerPool.run_first), and only when it does not wait on the study's
+    optimum (compat.baseline_in_optimum_run)."""
     return int(cfg.search.n_workers) < usable_cores() and not compat_of(cfg).baseline_in_optimum_run
 
 

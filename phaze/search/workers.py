@@ -9,7 +9,8 @@ spawned when the study starts (WorkerPool) and stay for every study of the run (
 model first), so a new interpreter's imports are paid once.
 Each study hands them the launcher's SpaceEvaluator (pickled before any point is evaluated), so the per-point
 bounds over the whole space are computed once, not once more in every worker. Each worker's BLAS gets its share
-of the cores.
+of the cores. Work the study does not wait on (the baseline chip) goes to the last worker before its share
+(WorkerPool.run_first), so that the others' trials cover its time instead of a core idling after the study.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def work(cfg_yaml: str, evaluator, worker: int) -> None:
 
 def serve(conn, worker: int, n_workers: int) -> None:
     """Worker process `worker` of n_workers: call each job the launcher sends, (function, args) as function(*args, worker)
-    with BLAS on this worker's share of the cores, and answer None, or the traceback before exiting with the error;
-    stop at None, once the launcher is gone, or on an interrupt while waiting (a job handles its own: phaze.search.resume)."""
+    with BLAS on this worker's share of the cores, and answer (its value, None), or (None, the traceback) before exiting
+    with the error; stop at None, once the launcher is gone, or on an interrupt while waiting (a job handles its own:
+    phaze.search.resume)."""
     while True:
         try:
             job = conn.recv()
@@ -59,12 +61,20 @@ def serve(conn, worker: int, n_workers: int) -> None:
         function, args = job
         try:
             with threadpool_limits(limits=blas_threads(n_workers), user_api="blas"):
-                function(*args, worker)
+                value = function(*args, worker)
         except BaseException:
-            answer(conn, traceback.format_exc())
+            answer(conn, (None, traceback.format_exc()))
             raise
-        if not answer(conn, None):
+        if not answer(conn, (value, None)):
             return
+
+
+def first_then(first: tuple, target: int, function: Callable, args: tuple, worker: int):
+    """Worker `target` calls first = (function, args) before its share, function(*args, worker), and returns first's
+    value; every other worker only its share (None)."""
+    value = first[0](*first[1]) if worker == target else None
+    function(*args, worker)
+    return value
 
 
 def answer(conn, message) -> bool:
@@ -168,8 +178,22 @@ class WorkerPool:
     def run(self, function: Callable, args: tuple, here: Callable[[], T]) -> T:
         """function(*args, k) in every worker k >= 1 while here() runs in this process, each with BLAS on its share of
         the cores; here()'s result once all have finished, or RuntimeError naming the workers that failed."""
-        sender = send_later(self._conns, (function, args))
-        failed = {}
+        return self._run((function, args), here)[0]
+
+    def run_first(self, first: tuple, function: Callable, args: tuple, here: Callable[[], T]) -> tuple[T, object]:
+        """run(), with first = (function, args), work that the study does not wait on, called by the last worker before
+        its share (the others share the study meanwhile), or by this process after here() when it is the only worker:
+        (here()'s result, first's value)."""
+        if not self._conns:
+            result = self.run(function, args, here)
+            return result, first[0](*first[1])
+        result, values = self._run((first_then, (first, self.n_workers - 1, function, args)), here)
+        return result, values[-1]
+
+    def _run(self, job: tuple, here: Callable[[], T]) -> tuple[T, list]:
+        """(here()'s result, each worker's value) once every process has run its share of `job`."""
+        sender = send_later(self._conns, job)
+        failed, values = {}, []
         try:
             with threadpool_limits(limits=blas_threads(self.n_workers), user_api="blas"):
                 result = here()
@@ -177,15 +201,16 @@ class WorkerPool:
             sender.join()
             for proc, conn in zip(self._procs, self._conns):
                 try:
-                    answer = conn.recv()
+                    value, error = conn.recv()
                 except EOFError:
                     proc.join()
-                    answer = f"exit code {proc.exitcode}"
-                if answer is not None:
-                    failed[proc.name] = answer
+                    value, error = None, f"exit code {proc.exitcode}"
+                values.append(value)
+                if error is not None:
+                    failed[proc.name] = error
         if failed:
             raise RuntimeError(f"search workers failed: {failed}")
-        return result
+        return result, values
 
     def release(self) -> None:
         """Tell the workers to stop once their current job ends, without waiting: their interpreters shut down
