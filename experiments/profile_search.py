@@ -13,7 +13,6 @@ the same run without the profiler is measured first. Writes experiments/results/
 from __future__ import annotations
 
 import argparse
-import cProfile
 import pstats
 import subprocess
 import sys

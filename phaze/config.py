@@ -10,6 +10,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze.config_values import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 MODEL_GROUP = "model"
@@ -25,9 +26,9 @@ def compose_config(*overrides: str):
         return attach_models(compose(config_name="config", overrides=list(overrides)), overrides)
 
 
-def hw_presets() -> list[str]:
-    """The names of the hardware presets and spaces in conf/hw."""
-    return sorted(p.stem for p in (CONF_DIR / "hw").glob("*.yaml"))
+def presets(group: str) -> list[str]:
+    """The names of the options of a config group (conf/<group>/*.yaml)."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
 def preset_hw(name: str):
@@ -39,13 +40,15 @@ def listed_models(overrides) -> list[str]:
     """The names of a `model=[a,b,...]` override, [] when the model is a single choice.
 
     Hydra merges a list of group options into one node (the last wins), so the list is read
-    from the overrides themselves.
+    from the overrides themselves; an empty list is a ConfigError naming the models there are (Hydra's
+    composition refuses an unknown name before this is called).
     """
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         if override.key_or_group == MODEL_GROUP and isinstance(override.value(), list):
             names = [str(v) for v in override.value()]
             if not names:
-                raise ValueError(f"{override.input_line}: give at least one model")
+                raise ConfigError(f"{override.input_line}: give at least one model; allowed values for model: "
+                                  f"{', '.join(presets(MODEL_GROUP))}")
             return names
     return []
 

@@ -15,10 +15,12 @@ import re
 import sys
 
 from phaze import schema
+from phaze.config import attach_models, preset_hw, presets
 from phaze.cost.network import ALGORITHMS
 from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
+from phaze.job_output import discard_job_output
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
 from phaze.placement.memory import FP32_MASTER_BYTES_PER_PARAM, MASTER_BYTES_CHOICES, MOMENT_BYTES_CHOICES
 from phaze.plan_space import options
@@ -138,9 +140,7 @@ def check_hw(hw) -> None:
 
 def check_baseline(name: str) -> None:
     """hw.baseline names a point preset of conf/hw (the chip a search's answer is compared with)."""
-    from phaze.config import hw_presets, preset_hw
-
-    points = [p for p in hw_presets() if preset_hw(p).kind == "point"]
+    points = [p for p in presets("hw") if preset_hw(p).kind == "point"]
     _choice(name, "hw.baseline", points)
 
 
@@ -433,6 +433,9 @@ def one_line(error: BaseException) -> str:
     if options and group:
         names = ", ".join(o for o in options if not o.startswith(SCHEMA_PREFIX))
         return f"{text.strip().splitlines()[0]}; allowed values for {group.group(1)}: {names}"
+    listed = re.search(r"Could not load '([\w/]+)/[^']+'", text)
+    if listed:  # an unknown name in a list of group options (model=[a,b,...]): Hydra names no options
+        return f"{text.strip().splitlines()[0].rstrip('.')}; allowed values for {listed.group(1)}: {', '.join(presets(listed.group(1)))}"
     cause = error.__cause__
     parts = [text] + ([str(cause)] if cause is not None and str(cause) not in text else [])
     line = " | ".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in parts)
@@ -444,8 +447,9 @@ def one_line(error: BaseException) -> str:
 
 
 def exit_on_config_error(error: BaseException) -> None:
-    """Print `error: <one line>` to stderr and exit with EXIT_CONFIG."""
+    """Print `error: <one line>` to stderr, take back what Hydra wrote for the job, and exit with EXIT_CONFIG."""
     print(f"error: {one_line(error)}", file=sys.stderr)
+    discard_job_output()
     sys.exit(EXIT_CONFIG)
 
 
@@ -461,9 +465,12 @@ def run_cli(main) -> None:
         exit_on_config_error(e)
 
 
-def checked(cfg) -> None:
-    """check_config for the entry points: exit 2 with one line on the first bad value."""
+def checked(cfg, overrides=()):
+    """The entry points' job config: cfg with the models of a `model=[a,b,...]` override (attach_models), checked;
+    exit 2 with one line on the first bad value."""
     try:
+        cfg = attach_models(cfg, overrides)
         check_config(cfg)
     except ConfigError as e:
         exit_on_config_error(e)
+    return cfg

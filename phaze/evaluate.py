@@ -20,7 +20,7 @@ import hydra
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_config, run_cli
+from phaze.config_check import check_config, exit_on_config_error, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point, explain
 from phaze.report.timeline import timeline_figure
@@ -73,8 +73,7 @@ def main(cfg) -> None:
         if len(points) != 1:
             raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; phaze.evaluate takes one (e.g. hw=tpuv4, hw=a100, hw=h100)")
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        exit_on_config_error(e)
     start_warm_up()
     result = evaluate_point(cfg, points)
     if result is None:

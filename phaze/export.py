@@ -20,8 +20,7 @@ import hydra
 import optuna
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
-from phaze.config import attach_models
-from phaze.config_check import checked, run_cli
+from phaze.config_check import checked, exit_on_config_error, run_cli
 from phaze.config_values import ConfigError
 from phaze.evaluate import check_fixed
 from phaze.hardware.space import enumerate_space
@@ -62,16 +61,13 @@ def plan_result(cfg):
 def main(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    cfg = attach_models(cfg, HydraConfig.get().overrides.task)
-    checked(cfg)
-    if cfg.get("models"):
-        print("error: models: export one model's plan at a time (model=<name>)", file=sys.stderr)
-        sys.exit(2)
+    cfg = checked(cfg, HydraConfig.get().overrides.task)
     try:
+        if cfg.get("models"):
+            raise ConfigError("models: export one model's plan at a time (model=<name>)")
         result = plan_result(cfg)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        exit_on_config_error(e)
     if result is None or not result.feasible:
         print(f"no feasible placement to export{': ' + result.reason if result is not None else ''}", file=sys.stderr)
         sys.exit(1)

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
-from phaze.config import attach_models, models_of
+from phaze.config import models_of
 from phaze.config_check import checked, run_cli
 from phaze.kernels import start_warm_up
 from phaze.report.breakdown import best_explanations, breakdown_figure
@@ -40,8 +40,7 @@ def phaze_world(cfg) -> bool:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg) -> None:
-    cfg = attach_models(cfg, HydraConfig.get().overrides.task)
-    checked(cfg)
+    cfg = checked(cfg, HydraConfig.get().overrides.task)
     start_warm_up()
     with ThreadPoolExecutor(1, thread_name_prefix="phaze-mlflow") as background:
         tracker_soon = background.submit(tracker_for, cfg)  # MLflow's parent run is created while the workloads are traced

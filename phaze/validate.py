@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_tracking, run_cli
+from phaze.config_check import check_tracking, exit_on_config_error, run_cli
 from phaze.config_values import ConfigError
 from phaze.report.validation import (
     comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path,
@@ -49,8 +49,7 @@ def main(cfg) -> None:
         except ValueError as e:
             raise ConfigError(f"validate.runs={cfg.validate.runs!r}: {e}") from None
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        exit_on_config_error(e)
     start_warm_up()
     start = time.perf_counter()
     comparisons = [compare(run, cfg.cache_dir) for run in tqdm(runs.to_dict("records"), desc="runs", unit="run")]

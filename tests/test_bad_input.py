@@ -1,5 +1,6 @@
 """Bad config values stop `phaze.run` and `phaze.evaluate` before any work: exit code 2, one line on
-stderr naming the field (and the allowed values), nothing new in mlruns/ or the study storage."""
+stderr naming the field (and the allowed values), nothing written: mlruns/, the study storage and every other file
+of the working directory (Hydra's output folder included) stay as they were."""
 
 import hashlib
 import runpy
@@ -27,6 +28,7 @@ DEEPSEEK = ["model.family=deepseek_v2", "model.num_experts=4", "model.experts_pe
 CASES = [
     # (overrides, field the message must name, a word the message must list as allowed)
     (["model=nope"], "model", "llama2"),
+    (["model=[gpt2,nope]"], "model/nope", "llama2"),
     (["hw=nope"], "hw", "tiny_grid"),
     (["cluster=nope"], "cluster", "dgx_a100"),
     (["search=nope"], "search", "bound"),
@@ -140,9 +142,9 @@ CASES = [
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file of mlruns/ and the study storage, by content."""
-    files = [*root.joinpath("mlruns").rglob("*"), root / "studies.db"]
-    return {str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.is_file()}
+    """Every file and folder under root (mlruns/, the study storage, Hydra's outputs/...), files by content."""
+    return {str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "folder"
+            for f in root.rglob("*")}
 
 
 @pytest.fixture()
@@ -189,6 +191,15 @@ def test_bad_value_exits_2_naming_the_field(project, monkeypatch, capsys, overri
     assert snapshot(project) == before
 
 
+def test_an_empty_model_list_names_the_models(project, monkeypatch, capsys):
+    """`model=[]` (no model.* overrides after it, which Hydra would refuse first) names the models there are."""
+    before = snapshot(project)
+    code = run_in_process("phaze.run", ["model=[]", "hw=tiny_grid"], monkeypatch)
+    assert code == EXIT_CONFIG
+    assert_one_line(capsys.readouterr().err, "model=[]", "megatron_gpt3_175b")
+    assert snapshot(project) == before
+
+
 @pytest.mark.parametrize("overrides,field,allowed", [(["train.global_batch=0"], "train.global_batch", "positive"),
                                                       (["model=nope"], "model", "llama2")])
 def test_evaluate_checks_the_same_way(project, monkeypatch, capsys, overrides, field, allowed):
@@ -206,4 +217,15 @@ def test_command_line_exit_code(project):
     proc = subprocess.run([sys.executable, "-m", "phaze.run", "model=gpt3"], cwd=project, capture_output=True, text=True, timeout=300)
     assert proc.returncode == EXIT_CONFIG
     assert_one_line(proc.stderr, "model", "megatron_gpt3_175b")
+    assert snapshot(project) == before
+
+
+def test_a_refused_job_in_a_used_folder_takes_back_only_what_it_wrote(project, monkeypatch, capsys):
+    """With hydra.run.dir=. the job's folder is the working directory: Hydra's saved config goes, the folder, its
+    files and an earlier run's log (appended to, not created, by this job) stay."""
+    (project / "run.log").write_text("an earlier run's log\n")
+    before = snapshot(project)
+    code = run_in_process("phaze.run", [*BASE, "hydra.run.dir=.", "search.n_workers=0"], monkeypatch)
+    assert code == EXIT_CONFIG
+    assert_one_line(capsys.readouterr().err, "search.n_workers", "positive")
     assert snapshot(project) == before

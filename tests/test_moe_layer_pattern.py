@@ -4,7 +4,6 @@ place in the placement chain."""
 
 import numpy as np
 import pytest
-import torch
 
 from phaze.hardware.space import enumerate_space
 from phaze.placement.fixed import stage_bounds_of_layers

@@ -100,10 +100,10 @@ def _interleaved_cases(inp, space):
             for split in solve.interleaved_splits(inp, (2, 3, 4)):
                 same_node = bool(pipeline_in_one_node(split.pp * t * fields["cp"], inp.network.node_size))
                 chain = solve.chain_arrays(inp, config.vi, config.recompute, (ti,), same_node)
-                arrays = solve.split_arrays(inp, config.recompute, chain, solve.chain_sums(chain), split)
+                split_arrays = solve.split_arrays(inp, config.recompute, chain, solve.chain_sums(chain), split)
                 for d, m, _ in solve.replica_counts(inp, fields["mbs"], np.array([t * fields["cp"]]), fields["ep"]):
                     plan = Plan(stages=tuple((a, b, t) for a, b in split.chunks), dp=d, vp=split.vp, **fields)
-                    yield config, chain, split, arrays, d, m, evaluate_plan(inp, plan)
+                    yield config, chain, split, split_arrays, d, m, evaluate_plan(inp, plan)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,15 +112,15 @@ def test_interleaved_bounds_never_exceed_a_plans_cost(inp, space):
     """The interleaved enumeration dismisses a plan by its split's spread work, its lower bound or its memory: each is
     at most the plan's from-scratch time / memory (the memory equal to it without expert parallelism)."""
     plans = 0
-    for config, chain, split, arrays, d, m, cost in _interleaved_cases(inp, space):
+    for config, chain, split, split_arrays, d, m, cost in _interleaved_cases(inp, space):
         if not np.isfinite(cost.time_per_batch_s):
             continue
         plans += 1
         cp = config.plan_fields(inp)["cp"]
         spread_s = solve._part_s(chain, config.recompute, inp.per_layer_recompute)[0].sum() / split.pp * (m + (split.pp - 1) / split.vp)
         assert spread_s * (1 - solve.BOUND_RTOL) <= cost.time_per_batch_s
-        assert solve.interleaved_bounds_s(inp, config.zero, arrays, split, np.array([m]), np.array([d * cp]))[0] <= cost.time_per_batch_s
-        memory = solve.least_memory_bytes(inp, config, arrays, split, m, d)
+        assert solve.interleaved_bounds_s(inp, config.zero, split_arrays, split, np.array([m]), np.array([d * cp]))[0] <= cost.time_per_batch_s
+        memory = solve.least_memory_bytes(inp, config, split_arrays, split, m, d)
         if config.plan_fields(inp)["ep"] == 1:
             assert memory == pytest.approx(cost.stage_memory_bytes, rel=1e-9)
         else:
