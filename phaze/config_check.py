@@ -9,6 +9,7 @@ exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -23,7 +24,7 @@ from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.job_output import discard_job_output
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
 from phaze.placement.memory import FP32_MASTER_BYTES_PER_PARAM, MASTER_BYTES_CHOICES, MOMENT_BYTES_CHOICES
-from phaze.plan_space import options
+from phaze.plan_space import DIMENSIONS, options
 from phaze.schedule.backends import BACKEND_CHOICES
 from phaze.search.evaluator import PLACEMENTS
 from phaze.search.samplers import SAMPLERS
@@ -465,12 +466,35 @@ def run_cli(main) -> None:
         exit_on_config_error(e)
 
 
+def refusing_bad_config(task):
+    """An entry point's task whose ConfigErrors exit 2 with one line inside the Hydra job, where what Hydra wrote for
+    the job can still be found and taken back (once the job ends Hydra forgets its folder); goes under @hydra.main."""
+
+    @functools.wraps(task)
+    def job(cfg):
+        try:
+            return task(cfg)
+        except ConfigError as e:
+            exit_on_config_error(e)
+
+    return job
+
+
 def checked(cfg, overrides=()):
-    """The entry points' job config: cfg with the models of a `model=[a,b,...]` override (attach_models), checked;
-    exit 2 with one line on the first bad value."""
-    try:
-        cfg = attach_models(cfg, overrides)
-        check_config(cfg)
-    except ConfigError as e:
-        exit_on_config_error(e)
+    """The entry points' job config: cfg with the models of a `model=[a,b,...]` override (attach_models), checked."""
+    cfg = attach_models(cfg, overrides)
+    check_config(cfg)
     return cfg
+
+
+def check_fixed(cfg) -> None:
+    """A fixed placement needs one microbatch size, one recompute choice and one value of each dimension."""
+    if cfg.placement.dp or cfg.placement.pp or cfg.placement.tp:
+        if not (cfg.placement.dp and cfg.placement.pp and cfg.placement.tp):
+            raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
+        if len(positive_ints(cfg.train.mbs, "train.mbs")) != 1 or len(recompute_options(cfg.train.recompute)) != 1:
+            raise ConfigError("train.mbs and train.recompute: a fixed placement takes one value of each")
+        for name in DIMENSIONS:
+            if len(options(cfg, name)) != 1:
+                raise ConfigError(f"placement.{name}: a fixed placement takes one value (train.{name}={options(cfg, name)} lists several); "
+                                  f"set placement.{name}")

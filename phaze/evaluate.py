@@ -20,12 +20,11 @@ import hydra
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_config, exit_on_config_error, run_cli
+from phaze.config_check import check_config, check_fixed, refusing_bad_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point, explain
 from phaze.report.timeline import timeline_figure
-from phaze.config_values import ConfigError, positive_ints, recompute_options
-from phaze.plan_space import DIMENSIONS, options
+from phaze.config_values import ConfigError
 
 GIB = 2**30
 
@@ -51,29 +50,14 @@ def result_record(result, explanation=None) -> dict:
     }
 
 
-def check_fixed(cfg) -> None:
-    """A fixed placement needs one microbatch size, one recompute choice and one value of each dimension."""
-    if cfg.placement.dp or cfg.placement.pp or cfg.placement.tp:
-        if not (cfg.placement.dp and cfg.placement.pp and cfg.placement.tp):
-            raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
-        if len(positive_ints(cfg.train.mbs, "train.mbs")) != 1 or len(recompute_options(cfg.train.recompute)) != 1:
-            raise ConfigError("train.mbs and train.recompute: a fixed placement takes one value of each")
-        for name in DIMENSIONS:
-            if len(options(cfg, name)) != 1:
-                raise ConfigError(f"placement.{name}: a fixed placement takes one value (train.{name}={options(cfg, name)} lists several); "
-                                  f"set placement.{name}")
-
-
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@refusing_bad_config
 def main(cfg) -> None:
-    try:
-        check_config(cfg)
-        check_fixed(cfg)
-        points = enumerate_space(cfg.hw)
-        if len(points) != 1:
-            raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; phaze.evaluate takes one (e.g. hw=tpuv4, hw=a100, hw=h100)")
-    except ConfigError as e:
-        exit_on_config_error(e)
+    check_config(cfg)
+    check_fixed(cfg)
+    points = enumerate_space(cfg.hw)
+    if len(points) != 1:
+        raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; phaze.evaluate takes one (e.g. hw=tpuv4, hw=a100, hw=h100)")
     start_warm_up()
     result = evaluate_point(cfg, points)
     if result is None:

@@ -20,9 +20,8 @@ import hydra
 import optuna
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
-from phaze.config_check import checked, exit_on_config_error, run_cli
+from phaze.config_check import check_fixed, checked, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
-from phaze.evaluate import check_fixed
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
 from phaze.report.launch import LaunchPlan, megatron_args, nemo_config
@@ -58,16 +57,14 @@ def plan_result(cfg):
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@refusing_bad_config
 def main(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     cfg = checked(cfg, HydraConfig.get().overrides.task)
-    try:
-        if cfg.get("models"):
-            raise ConfigError("models: export one model's plan at a time (model=<name>)")
-        result = plan_result(cfg)
-    except ConfigError as e:
-        exit_on_config_error(e)
+    if cfg.get("models"):
+        raise ConfigError("models: export one model's plan at a time (model=<name>)")
+    result = plan_result(cfg)
     if result is None or not result.feasible:
         print(f"no feasible placement to export{': ' + result.reason if result is not None else ''}", file=sys.stderr)
         sys.exit(1)

@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.config import models_of
-from phaze.config_check import checked, run_cli
+from phaze.config_check import checked, refusing_bad_config, run_cli
 from phaze.kernels import start_warm_up
 from phaze.report.breakdown import best_explanations, breakdown_figure
 from phaze.report.study import display_table, final_table, history_figure, scatter_figure
@@ -39,6 +39,7 @@ def phaze_world(cfg) -> bool:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@refusing_bad_config
 def main(cfg) -> None:
     cfg = checked(cfg, HydraConfig.get().overrides.task)
     start_warm_up()

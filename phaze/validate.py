@@ -21,10 +21,10 @@ from tqdm import tqdm
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_tracking, exit_on_config_error, run_cli
+from phaze.config_check import check_tracking, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.report.validation import (
-    comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path,
+    comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path, run_config,
 )
 from phaze.report.validation_page import markdown_page
 
@@ -38,21 +38,21 @@ def summary_lines(summary: dict) -> list[str]:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="validate")
+@refusing_bad_config
 def main(cfg) -> None:
     path = resolve_runs_path(cfg.validate.runs)
+    check_tracking(cfg.tracking)
+    if not path.exists():
+        raise ConfigError(f"validate.runs={cfg.validate.runs!r}: no such file; allowed: a CSV with the columns of docs/validation_runs.csv")
     try:
-        check_tracking(cfg.tracking)
-        if not path.exists():
-            raise ConfigError(f"validate.runs={cfg.validate.runs!r}: no such file; allowed: a CSV with the columns of docs/validation_runs.csv")
-        try:
-            runs = load_runs(path)
-        except ValueError as e:
-            raise ConfigError(f"validate.runs={cfg.validate.runs!r}: {e}") from None
-    except ConfigError as e:
-        exit_on_config_error(e)
-    start_warm_up()
+        runs = load_runs(path)
+    except ValueError as e:
+        raise ConfigError(f"validate.runs={cfg.validate.runs!r}: {e}") from None
     start = time.perf_counter()
-    comparisons = [compare(run, cfg.cache_dir) for run in tqdm(runs.to_dict("records"), desc="runs", unit="run")]
+    records = runs.to_dict("records")
+    configs = [run_config(run, cfg.cache_dir) for run in records]  # every run checked before any is evaluated
+    start_warm_up()
+    comparisons = [compare(run, run_cfg) for run, run_cfg in tqdm(list(zip(records, configs)), desc="runs", unit="run")]
     elapsed_s = time.perf_counter() - start
     table = comparison_table(comparisons, runs)
     ratios = ratio_table(comparisons, runs)

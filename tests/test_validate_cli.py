@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from phaze.config import compose_config
-from phaze.config_check import check_config
-from phaze.evaluate import check_fixed
+from phaze.config_check import check_config, check_fixed
 from phaze.report.validation import RUNS_CSV, load_runs, run_overrides
 
 KORTHIKANTI_22B = ("kor22_t5_22B", "kor22_t5_22B_full")
@@ -76,6 +75,7 @@ def test_missing_runs_file_exits_2_naming_the_field(tmp_path):
     proc = validate(tmp_path, f"validate.runs={tmp_path / 'nope.csv'}", "tracking.enabled=false")
     assert proc.returncode == 2
     assert "validate.runs" in proc.stderr and "no such file" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_runs_file_without_a_required_column_exits_2(tmp_path):
@@ -85,3 +85,20 @@ def test_runs_file_without_a_required_column_exits_2(tmp_path):
     assert proc.returncode == 2
     assert "missing columns ['zero']" in proc.stderr
     assert not (tmp_path / "mlruns").exists()
+
+
+@pytest.mark.parametrize("column,value,message", [("zero", "4", "placement.zero=4: allowed values are 0, 1, 2, 3"),
+                                                  ("gpus", "-8", "cluster.devices=-8: allowed values are positive integers"),
+                                                  ("hw", "b200", "allowed values for hw: a100, h100")])
+def test_a_bad_run_is_refused_naming_it_before_any_run_is_evaluated(tmp_path, column, value, message):
+    """The second run of the file is bad: exit 2 naming that run and the field, and nothing written (no workload
+    cache, so not even the first run was evaluated; no Hydra output folder, no MLflow store)."""
+    runs = load_runs()
+    runs = runs[runs.id.isin(KORTHIKANTI_22B)].copy()
+    runs.loc[runs.id == KORTHIKANTI_22B[1], column] = value
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    proc = validate(tmp_path, f"validate.runs={tmp_path / 'runs.csv'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: validate.runs, run {KORTHIKANTI_22B[1]}: ") and message in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]

@@ -20,7 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from hydra.errors import HydraException  # noqa: E402
+from omegaconf.errors import OmegaConfBaseException  # noqa: E402
+
 from phaze.config import compose_config  # noqa: E402
+from phaze.config_check import check_config, check_fixed, one_line  # noqa: E402
+from phaze.config_values import ConfigError  # noqa: E402
 from phaze.hardware.space import enumerate_space  # noqa: E402
 from phaze.pipeline import evaluate_point  # noqa: E402
 
@@ -121,7 +126,6 @@ class Comparison:
     """NaN when the source publishes no memory figure."""
     time_per_batch_s: float
     breakdown: dict = field(default_factory=dict)
-    overrides: tuple[str, ...] = ()
     reason: str = ""
 
     @property
@@ -133,11 +137,21 @@ class Comparison:
         return self.memory_gib / self.measured_memory_gib
 
 
-def compare(run: dict, cache_dir: str | None = None) -> Comparison:
-    """Predict one run with its published placement. A plan the model finds infeasible (it does not fit the
-    memory) keeps its reason; its throughput is what the plan's time would give."""
-    overrides = run_overrides(run) + ([f"cache_dir={cache_dir}"] if cache_dir else [])
-    cfg = compose_config(*overrides)
+def run_config(run: dict, cache_dir: str | None = None):
+    """The job config of one published run, checked as `phaze.evaluate` checks a fixed placement; a bad value is a
+    ConfigError naming the run and the field, so that a runs file is refused before any run is evaluated."""
+    try:
+        cfg = compose_config(*run_overrides(run), *([f"cache_dir={cache_dir}"] if cache_dir else []))
+        check_config(cfg)
+        check_fixed(cfg)
+    except (ValueError, HydraException, OmegaConfBaseException) as e:  # a ConfigError is a ValueError
+        raise ConfigError(f"validate.runs, run {run['id']}: {one_line(e)}") from None
+    return cfg
+
+
+def compare(run: dict, cfg) -> Comparison:
+    """Predict one run (its config from run_config) with its published placement. A plan the model finds infeasible
+    (it does not fit the memory) keeps its reason; its throughput is what the plan's time would give."""
     result = evaluate_point(cfg, enumerate_space(cfg.hw))
     if result is None:
         raise RuntimeError(f"{run['id']}: the published placement could not be costed")
@@ -145,7 +159,7 @@ def compare(run: dict, cache_dir: str | None = None) -> Comparison:
     return Comparison(
         run["id"], _number(run["measured_tokens_per_s_per_gpu"]), tokens / plan_time_s(result), result.mfu,
         result.memory_per_device_bytes / GIB, _number(run.get("measured_memory_gib", "")), plan_time_s(result),
-        dict(result.breakdown), tuple(overrides), "" if result.feasible else result.reason,
+        dict(result.breakdown), "" if result.feasible else result.reason,
     )
 
 
