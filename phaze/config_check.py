@@ -401,12 +401,26 @@ def check_search(cfg) -> None:
     check_storage(storage_url(cfg) if s.storage != MEMORY else None)
 
 
+FILE_STORE_SCHEMES = ("", "file")
+"""URI schemes of MLflow's filesystem tracking store, which MLflow 3 refuses to build unless MLFLOW_ALLOW_FILE_STORE=true
+(mlflow/store/tracking/file_store.py; ../shared/reference/ecosystem.md, section 1.1)."""
+
+
 def check_tracking(t) -> None:
     """The MLflow experiment name and tracking URI."""
     if not str(t.experiment).strip():
         raise ConfigError("tracking.experiment='': allowed values are non-empty names")
     if t.uri is not None and not str(t.uri).strip():
         raise ConfigError("tracking.uri='': allowed values are null ($MLFLOW_TRACKING_URI or mlruns/) or a tracking URI")
+    uri = t.uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if t.enabled and uri:
+        from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+        from mlflow.utils.uri import get_uri_scheme
+
+        if get_uri_scheme(str(uri)) in FILE_STORE_SCHEMES and not MLFLOW_ALLOW_FILE_STORE.get():
+            field = "tracking.uri" if t.uri else "$MLFLOW_TRACKING_URI"
+            raise ConfigError(f"{field}={str(uri)!r}: MLflow refuses a filesystem tracking store (unless MLFLOW_ALLOW_FILE_STORE=true); "
+                              "allowed: null (mlruns/mlflow.db here), sqlite:///path.db, postgresql://..., http(s)://<mlflow server>")
 
 
 def check_config(cfg) -> None:
@@ -444,6 +458,8 @@ def one_line(error: BaseException) -> str:
     node = getattr(schema, typo.group(1), None) if typo else None
     if node is not None and dataclasses.is_dataclass(node):
         line += f"; allowed keys: {', '.join(f.name for f in dataclasses.fields(node))}"
+    if "is not a valid bool" in line:  # OmegaConf's message for a boolean field names no values
+        line += "; allowed values: true, false"
     return line
 
 

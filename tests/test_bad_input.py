@@ -82,6 +82,9 @@ CASES = [
     (["search.rel_gap=-0.01"], "search.rel_gap", "[0, 1)"),
     (["search.n_workers=2", "search.storage=memory"], "search.n_workers", "postgresql://"),
     (["search.storage=nosuchdb://host/x"], "search.storage", "sqlite:///"),
+    (["tracking.uri=./mlruns"], "tracking.uri", "sqlite:///"),
+    (["placement.sp=maybe"], "placement.sp", "allowed values: true, false"),
+    (["tracking.uri=file:///tmp/mlruns"], "tracking.uri", "MLFLOW_ALLOW_FILE_STORE"),
     (["search.grace_period_s=2", "search.heartbeat_interval_s=5"], "search.grace_period_s", "> search.heartbeat_interval_s=5"),
     (["schedule.mip_gap=1.5"], "schedule.mip_gap", "[0, 1)"),
     (["schedule.backend=cplex"], "schedule.backend", "highs"),
@@ -229,3 +232,21 @@ def test_a_refused_job_in_a_used_folder_takes_back_only_what_it_wrote(project, m
     assert code == EXIT_CONFIG
     assert_one_line(capsys.readouterr().err, "search.n_workers", "positive")
     assert snapshot(project) == before
+
+
+def test_a_file_store_from_the_environment_is_refused_unless_mlflow_allows_it(monkeypatch):
+    """$MLFLOW_TRACKING_URI=./mlruns is refused naming the variable; MLflow's own opt-out lets it through, and a disabled
+    tracker checks nothing."""
+    from omegaconf import OmegaConf
+
+    from phaze.config_check import check_tracking
+    from phaze.config_values import ConfigError
+
+    tracking = OmegaConf.create({"uri": None, "experiment": "phaze", "enabled": True})
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "./mlruns")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(ConfigError, match=r"\$MLFLOW_TRACKING_URI='./mlruns': MLflow refuses a filesystem tracking store"):
+        check_tracking(tracking)
+    check_tracking(OmegaConf.merge(tracking, {"enabled": False}))
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    check_tracking(tracking)
