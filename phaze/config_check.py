@@ -359,17 +359,23 @@ def check_placement(cfg, model) -> None:
 
 
 def check_storage(url: str | None) -> None:
-    """An Optuna storage URL: any SQLAlchemy database URL whose dialect is installed."""
+    """An Optuna storage URL: any SQLAlchemy database URL whose dialect and driver are installed."""
+    if url is not None:
+        check_database_url(url, "search.storage", "memory, sqlite:///path.db, postgresql://user:password@host:port/db, mysql+pymysql://...")
+
+
+def check_database_url(url: str, field: str, allowed: str) -> None:
+    """A SQLAlchemy database URL whose dialect and driver (DBAPI module) are installed; nothing is connected to."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-    if url is None:
-        return
     try:
-        make_url(url).get_dialect()
+        make_url(url).get_dialect().import_dbapi()
+    except ImportError as e:
+        raise ConfigError(f"{field}={url!r}: its database driver is not installed ({e}; `pip install -e '.[cluster]'` installs "
+                          f"PostgreSQL's); allowed: {allowed}") from None
     except (ArgumentError, NoSuchModuleError, ValueError) as e:
-        raise ConfigError(f"search.storage={url!r}: not a usable Optuna storage URL ({e}); allowed: memory, "
-                          "sqlite:///path.db, postgresql://user:password@host:port/db, mysql+pymysql://...") from None
+        raise ConfigError(f"{field}={url!r}: not a usable database URL ({e}); allowed: {allowed}") from None
 
 
 def check_search(cfg) -> None:
@@ -417,10 +423,16 @@ def check_tracking(t) -> None:
         from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
         from mlflow.utils.uri import get_uri_scheme
 
-        if get_uri_scheme(str(uri)) in FILE_STORE_SCHEMES and not MLFLOW_ALLOW_FILE_STORE.get():
-            field = "tracking.uri" if t.uri else "$MLFLOW_TRACKING_URI"
+        from mlflow.store.db.db_types import DATABASE_ENGINES
+
+        field = "tracking.uri" if t.uri else "$MLFLOW_TRACKING_URI"
+        allowed = "null (mlruns/mlflow.db here), sqlite:///path.db, postgresql://..., http(s)://<mlflow server>"
+        scheme = get_uri_scheme(str(uri))
+        if scheme in FILE_STORE_SCHEMES and not MLFLOW_ALLOW_FILE_STORE.get():
             raise ConfigError(f"{field}={str(uri)!r}: MLflow refuses a filesystem tracking store (unless MLFLOW_ALLOW_FILE_STORE=true); "
-                              "allowed: null (mlruns/mlflow.db here), sqlite:///path.db, postgresql://..., http(s)://<mlflow server>")
+                              f"allowed: {allowed}")
+        if scheme.split("+")[0] in DATABASE_ENGINES:
+            check_database_url(str(uri), field, allowed)
 
 
 def check_config(cfg) -> None:

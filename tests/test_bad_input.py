@@ -83,6 +83,8 @@ CASES = [
     (["search.n_workers=2", "search.storage=memory"], "search.n_workers", "postgresql://"),
     (["search.storage=nosuchdb://host/x"], "search.storage", "sqlite:///"),
     (["tracking.uri=./mlruns"], "tracking.uri", "sqlite:///"),
+    (["tracking.uri=postgresql+pg8000://u@localhost/mlflow"], "tracking.uri", "driver is not installed (No module named 'pg8000'"),
+    (["search.storage=postgresql+pg8000://u@localhost/optuna"], "search.storage", "driver is not installed (No module named 'pg8000'"),
     (["placement.sp=maybe"], "placement.sp", "allowed values: true, false"),
     (["tracking.uri=file:///tmp/mlruns"], "tracking.uri", "MLFLOW_ALLOW_FILE_STORE"),
     (["search.grace_period_s=2", "search.heartbeat_interval_s=5"], "search.grace_period_s", "> search.heartbeat_interval_s=5"),

@@ -66,7 +66,7 @@ def postgres():
     try:
         for db in ("optuna", "mlflow"):
             subprocess.run([createdb, "-h", "127.0.0.1", "-p", str(port), "-U", DB_USER, db], check=True, capture_output=True)
-        yield lambda db: f"postgresql+psycopg2://{DB_USER}@127.0.0.1:{port}/{db}"
+        yield lambda db: f"postgresql://{DB_USER}@127.0.0.1:{port}/{db}"  # as docs/scaling.md writes it
     finally:
         subprocess.run(as_owner([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]), capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
