@@ -13,6 +13,8 @@ import multiprocessing
 
 import numpy as np
 
+from phaze.spawn import spawn_context
+
 WARM_UP_LAYER = {
     "unit": ("tc", "vc", "tc", "vc", "net", "tc"),
     "single_s": (4.0, 1.0, 3.0, 2.0, 1.0, 2.0),
@@ -47,6 +49,6 @@ def warm_up() -> None:
 
 def start_warm_up() -> multiprocessing.Process:
     """warm_up in a background (daemon) process, started now; the caller need not wait for it."""
-    process = multiprocessing.get_context("spawn").Process(target=warm_up, name="phaze-kernel-warm-up", daemon=True)
+    process = spawn_context().Process(target=warm_up, name="phaze-kernel-warm-up", daemon=True)
     process.start()
     return process

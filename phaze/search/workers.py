@@ -15,7 +15,6 @@ of the cores. Work the study does not wait on (the baseline chip) goes to the la
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import traceback
 from multiprocessing.reduction import ForkingPickler
@@ -25,6 +24,7 @@ from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
 
 from phaze.cores import usable_cores
+from phaze.spawn import spawn_context
 
 T = TypeVar("T")
 
@@ -125,7 +125,7 @@ class SideJob:
     it is still running (an interrupted study)."""
 
     def __init__(self, function: Callable[..., T], args: tuple):
-        ctx = multiprocessing.get_context("spawn")
+        ctx = spawn_context()
         self._conn, theirs = ctx.Pipe()
         self._proc = ctx.Process(target=serve_one, args=(theirs,), name="phaze-side-job")
         self._proc.start()
@@ -165,7 +165,7 @@ class WorkerPool:
 
     def __init__(self, n_workers: int):
         self.n_workers = n_workers
-        ctx = multiprocessing.get_context("spawn")
+        ctx = spawn_context()
         self._conns, self._procs = [], []
         for k in range(1, n_workers):
             ours, theirs = ctx.Pipe()

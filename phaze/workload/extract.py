@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import multiprocessing
 import pickle
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -26,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from phaze.atomic_file import write_atomic
 from phaze.cores import usable_cores
+from phaze.spawn import spawn_context
 from phaze.workload.graph import DENSE, LayerGraph, Shard, Workload
 from phaze.workload.model_rules import block_parts, valid_ep
 
@@ -215,7 +215,7 @@ def extract_jobs(jobs: list[partial], processes: int | None = None) -> list[Work
     traced = {}
     if processes > 1 and len(todo) > 1:
         start = time.perf_counter()
-        context = multiprocessing.get_context("spawn")
+        context = spawn_context()
         claims = context.Value("i", 0)
         _started_claims.append(claims)
         n_helpers = min(processes, len(todo)) - 1
