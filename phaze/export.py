@@ -18,6 +18,7 @@ from pathlib import Path
 
 import hydra
 import optuna
+from sqlalchemy.engine import make_url
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.config_check import check_fixed, checked, refusing_bad_config, run_cli
@@ -33,11 +34,15 @@ def study_result(cfg):
     """The placement of the best trial of cfg's study (ConfigError when there is no such study or no finished trial)."""
     url = storage_url(cfg)
     name = study_name(cfg)
+    missing = ConfigError(f"search.storage={url!r}: no study {name!r} there; run `python -m phaze.run` with the same overrides "
+                          "first, or fix a placement (placement.dp, placement.pp, placement.tp) on a chip preset")
+    database = make_url(url)
+    if database.get_backend_name() == "sqlite" and not Path(database.database or "").exists():
+        raise missing  # opening it would create an empty database file
     try:
         study = optuna.load_study(study_name=name, storage=url)
     except (KeyError, ValueError):
-        raise ConfigError(f"search.storage={url!r}: no study {name!r} there; run `python -m phaze.run` with the same overrides "
-                          "first, or fix a placement (placement.dp, placement.pp, placement.tp) on a chip preset") from None
+        raise missing from None
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not done:
         raise ConfigError(f"study {name!r} has no finished trial yet: resume it with `python -m phaze.run` and the same overrides")

@@ -81,3 +81,15 @@ def test_export_command_writes_both_files(tmp_path):
     assert args[:4] == ["--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2"]
     assert "--sequence-parallel" in args and "--use-distributed-optimizer" in args and "--overlap-grad-reduce" in args
     assert yaml.safe_load((tmp_path / "out" / "nemo.yaml").read_text())["model"]["tensor_model_parallel_size"] == 4
+
+
+@pytest.mark.parametrize("extra", [[], ["model=[llama2,gpt2]"]])
+def test_export_without_a_study_or_of_several_models_is_refused_writing_nothing(tmp_path, extra):
+    """No study in the (not yet created) storage, or a several-model job: exit 2 with one line naming the field, and
+    the working directory stays empty (no SQLite file created by opening the storage, no Hydra output folder)."""
+    proc = subprocess.run([sys.executable, "-m", "phaze.export", "hw=h100", "cluster=dgx_h100", "train=megatron", *extra],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and ("search.storage=" in lines[0] or "models:" in lines[0]), lines
+    assert list(tmp_path.iterdir()) == []
