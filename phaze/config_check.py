@@ -14,6 +14,8 @@ import math
 import os
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 from phaze import schema
 from phaze.config import attach_models, preset_hw, presets
@@ -433,6 +435,27 @@ def check_tracking(t) -> None:
                               f"allowed: {allowed}")
         if scheme.split("+")[0] in DATABASE_ENGINES:
             check_database_url(str(uri), field, allowed)
+
+
+def check_output_file(path: str, field: str, formats: tuple[str, ...] = ()) -> None:
+    """A file a command will write: one of `formats` (its suffix) when given, in a folder that exists or can be made."""
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if formats and suffix not in formats:
+        raise ConfigError(f"{field}={path!r}: allowed: a file name ending in .{', .'.join(formats)}")
+    folder = Path(path).resolve().parent
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # a trial file, gone when closed: what os.access cannot tell for root
+            pass
+    except OSError as e:
+        raise ConfigError(f"{field}={path!r}: cannot be written ({existing}: {e.strerror}); allowed: a path in a writable folder") from None
+
+
+def figure_formats() -> tuple[str, ...]:
+    """The file formats matplotlib writes (the suffixes savefig accepts)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 
 
 def check_config(cfg) -> None:

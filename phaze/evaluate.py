@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -20,7 +21,7 @@ import hydra
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_config, check_fixed, refusing_bad_config, run_cli
+from phaze.config_check import check_config, check_fixed, check_output_file, figure_formats, refusing_bad_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point, explain
 from phaze.report.timeline import timeline_figure
@@ -55,6 +56,8 @@ def result_record(result, explanation=None) -> dict:
 def main(cfg) -> None:
     check_config(cfg)
     check_fixed(cfg)
+    if cfg.figure:
+        check_output_file(cfg.figure, "figure", figure_formats())
     points = enumerate_space(cfg.hw)
     if len(points) != 1:
         raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; phaze.evaluate takes one (e.g. hw=tpuv4, hw=a100, hw=h100)")
@@ -78,6 +81,7 @@ def main(cfg) -> None:
         print("\nmemory per device, per pipeline stage (GiB):")
         print(explanation.memory_gib.round(3).to_string())
     if cfg.figure:
+        Path(cfg.figure).parent.mkdir(parents=True, exist_ok=True)
         timeline_figure(explanation.cost, f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}").savefig(cfg.figure, dpi=120, bbox_inches="tight")
         print(f"wrote {cfg.figure}")
     print(json.dumps(record))

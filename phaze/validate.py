@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import hydra
 from omegaconf import OmegaConf
@@ -21,7 +22,7 @@ from tqdm import tqdm
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_tracking, refusing_bad_config, run_cli
+from phaze.config_check import check_output_file, check_tracking, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.report.validation import (
     comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path, run_config,
@@ -42,6 +43,8 @@ def summary_lines(summary: dict) -> list[str]:
 def main(cfg) -> None:
     path = resolve_runs_path(cfg.validate.runs)
     check_tracking(cfg.tracking)
+    if cfg.validate.markdown:
+        check_output_file(cfg.validate.markdown, "validate.markdown")
     if not path.exists():
         raise ConfigError(f"validate.runs={cfg.validate.runs!r}: no such file; allowed: a CSV with the columns of docs/validation_runs.csv")
     try:
@@ -69,7 +72,9 @@ def main(cfg) -> None:
         print(f"NOT FEASIBLE in the model: {c.run_id}: {c.reason}")
     if cfg.validate.markdown:
         page = markdown_page(table, ratios, summary, str(cfg.validate.runs), elapsed_s)
-        resolve_runs_path(cfg.validate.markdown).write_text(page)
+        out = Path(cfg.validate.markdown)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page)
         print(f"wrote {cfg.validate.markdown}")
     if cfg.tracking.enabled:
         from phaze.tracking import log_summary_run, resolve_tracking_uri

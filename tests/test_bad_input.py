@@ -252,3 +252,14 @@ def test_a_file_store_from_the_environment_is_refused_unless_mlflow_allows_it(mo
     check_tracking(OmegaConf.merge(tracking, {"enabled": False}))
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     check_tracking(tracking)
+
+
+@pytest.mark.parametrize("figure,allowed", [("t.xyz", "ending in .avif, .eps"), ("notadir/t.png", "writable folder")])
+def test_evaluate_refuses_a_figure_it_could_not_write(project, monkeypatch, capsys, figure, allowed):
+    """A format matplotlib does not write, or a folder under a file: refused before the evaluation, nothing written."""
+    (project / "notadir").write_text("a file, not a folder\n")
+    before = snapshot(project)
+    code = run_in_process("phaze.evaluate", [*BASE, "hw=tpuv4", f"figure={figure}"], monkeypatch)
+    assert code == EXIT_CONFIG
+    assert_one_line(capsys.readouterr().err, "figure", allowed)
+    assert snapshot(project) == before

@@ -102,3 +102,11 @@ def test_a_bad_run_is_refused_naming_it_before_any_run_is_evaluated(tmp_path, co
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: validate.runs, run {KORTHIKANTI_22B[1]}: ") and message in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]
+
+
+def test_a_page_it_could_not_write_is_refused_up_front(tmp_path):
+    (tmp_path / "notadir").write_text("a file, not a folder\n")
+    proc = validate(tmp_path, "validate.markdown=notadir/page.md", "tracking.enabled=false")
+    assert proc.returncode == 2
+    assert "validate.markdown='notadir/page.md': cannot be written" in proc.stderr and "writable folder" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notadir"]
