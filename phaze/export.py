@@ -21,7 +21,7 @@ import optuna
 from sqlalchemy.engine import make_url
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
-from phaze.config_check import check_fixed, checked, refusing_bad_config, run_cli
+from phaze.config_check import check_fixed, check_output_folder, checked, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
@@ -69,6 +69,7 @@ def main(cfg) -> None:
     cfg = checked(cfg, HydraConfig.get().overrides.task)
     if cfg.get("models"):
         raise ConfigError("models: export one model's plan at a time (model=<name>)")
+    check_output_folder(cfg.export.dir, "export.dir")
     result = plan_result(cfg)
     if result is None or not result.feasible:
         print(f"no feasible placement to export{': ' + result.reason if result is not None else ''}", file=sys.stderr)

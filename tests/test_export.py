@@ -83,13 +83,15 @@ def test_export_command_writes_both_files(tmp_path):
     assert yaml.safe_load((tmp_path / "out" / "nemo.yaml").read_text())["model"]["tensor_model_parallel_size"] == 4
 
 
-@pytest.mark.parametrize("extra", [[], ["model=[llama2,gpt2]"]])
+@pytest.mark.parametrize("extra", [[], ["model=[llama2,gpt2]"], ["export.dir=notadir/plan"]])
 def test_export_without_a_study_or_of_several_models_is_refused_writing_nothing(tmp_path, extra):
-    """No study in the (not yet created) storage, or a several-model job: exit 2 with one line naming the field, and
-    the working directory stays empty (no SQLite file created by opening the storage, no Hydra output folder)."""
+    """No study in the (not yet created) storage, a several-model job, or an export.dir under a file: exit 2 with one
+    line naming the field, and nothing written (no SQLite file created by opening the storage, no Hydra output folder)."""
+    (tmp_path / "notadir").write_text("a file, not a folder\n")
     proc = subprocess.run([sys.executable, "-m", "phaze.export", "hw=h100", "cluster=dgx_h100", "train=megatron", *extra],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and ("search.storage=" in lines[0] or "models:" in lines[0]), lines
-    assert list(tmp_path.iterdir()) == []
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert any(field in lines[0] for field in ("search.storage=", "models:", "export.dir='notadir/plan': cannot be written")), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notadir"]
