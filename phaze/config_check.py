@@ -423,9 +423,8 @@ def check_tracking(t) -> None:
     uri = t.uri or os.environ.get("MLFLOW_TRACKING_URI")
     if t.enabled and uri:
         from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
-        from mlflow.utils.uri import get_uri_scheme
-
         from mlflow.store.db.db_types import DATABASE_ENGINES
+        from mlflow.utils.uri import get_uri_scheme
 
         field = "tracking.uri" if t.uri else "$MLFLOW_TRACKING_URI"
         allowed = "null (mlruns/mlflow.db here), sqlite:///path.db, postgresql://..., http(s)://<mlflow server>"
