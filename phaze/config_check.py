@@ -13,6 +13,7 @@ import functools
 import math
 import os
 import re
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -510,8 +511,13 @@ def exit_on_config_error(error: BaseException) -> None:
     sys.exit(EXIT_CONFIG)
 
 
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+"""The shell's exit status of a command stopped by Ctrl-C (SIGINT)."""
+
+
 def run_cli(main) -> None:
-    """Run a @hydra.main entry point; a bad config (ours or Hydra's composition) is one line on stderr and exit 2."""
+    """Run a @hydra.main entry point; a bad config (ours or Hydra's composition) is one line on stderr and exit 2, a
+    Ctrl-C one line and exit 130 (a search's study keeps its finished trials and resumes with the same command)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -520,6 +526,9 @@ def run_cli(main) -> None:
         main()
     except (ConfigError, HydraException, OmegaConfBaseException) as e:
         exit_on_config_error(e)
+    except KeyboardInterrupt:
+        print("interrupted: a search resumes where it stopped when run again with the same command", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def refusing_bad_config(task):

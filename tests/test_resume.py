@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from phaze.config import compose_config
+from phaze.config_check import EXIT_INTERRUPTED
 from phaze.hardware.space import enumerate_space
 from phaze.search.claims import DatabaseClaims
 from phaze.search.resume import fail_dead_trials, make_storage
@@ -59,6 +60,8 @@ def interrupt(cmd, cwd, db, sig, after_complete: int) -> None:
         time.sleep(POLL_S)
     proc.send_signal(sig)
     proc.wait(timeout=120)
+    if sig == signal.SIGINT:  # one line and the shell's status for Ctrl-C, no traceback
+        assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in log.read_text(), log.read_text()[-3000:]
     assert proc.returncode != 0
 
 

@@ -7,6 +7,7 @@ has no such limit.
 
 from __future__ import annotations
 
+import signal
 import time
 
 import numpy as np
@@ -109,6 +110,14 @@ class GurobiBackend(Backend):
             t0 = time.perf_counter()
             try:
                 m.optimize()
+                while m.Status == GRB.INTERRUPTED:
+                    # Gurobi's own Ctrl-C handler stopped the solve at a random moment and kept the Ctrl-C from Python.
+                    # Hand it on (a search's first Ctrl-C stops after the running trial; a second, or none installed,
+                    # raises KeyboardInterrupt here) and, if the run goes on, solve again from the same start so that
+                    # the layer's schedule is the one the deterministic work limit gives.
+                    signal.raise_signal(signal.SIGINT)
+                    m.reset()
+                    m.optimize()
             except gp.GurobiError as e:
                 kind = SolveStatus.SIZE_LIMIT if e.errno == SIZE_LIMIT_ERRNO else SolveStatus.ERROR
                 return SolveResult(kind, self.name, wall_s=time.perf_counter() - t0, message=f"GurobiError {e.errno}: {e}")
@@ -118,7 +127,7 @@ class GurobiBackend(Backend):
                 kind = SolveStatus.OPTIMAL
             elif m.Status == GRB.USER_OBJ_LIMIT:  # BestBdStop, the only objective limit set
                 kind = SolveStatus.BOUND_STOP
-            elif m.Status in (GRB.TIME_LIMIT, GRB.WORK_LIMIT, GRB.INTERRUPTED, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
+            elif m.Status in (GRB.TIME_LIMIT, GRB.WORK_LIMIT, GRB.NODE_LIMIT, GRB.SOLUTION_LIMIT):
                 kind = SolveStatus.TIME_LIMIT if has_sol else SolveStatus.NO_SOLUTION
             elif m.Status in (GRB.INFEASIBLE, GRB.INF_OR_UNBD):
                 kind = SolveStatus.INFEASIBLE
