@@ -186,3 +186,17 @@ def test_closing_a_running_side_job_stops_it():
     with SideJob(time.sleep, (120,)) as job:
         pass
     assert not job._proc.is_alive() and time.perf_counter() - start < 60
+
+
+def interrupted(worker: int) -> None:
+    raise KeyboardInterrupt
+
+
+def test_a_job_interrupted_in_a_worker_interrupts_the_launcher_without_a_traceback(capfd):
+    """Ctrl-C reaches every process of the terminal's group: a worker whose job ends on KeyboardInterrupt answers so and
+    stops quietly, and the launcher raises KeyboardInterrupt (one line at the command's end), not a RuntimeError with
+    the worker's traceback."""
+    with WorkerPool(2) as pool:
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(interrupted, (), lambda: "here")
+    assert "Traceback" not in capfd.readouterr().err

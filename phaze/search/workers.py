@@ -46,11 +46,15 @@ def work(cfg_yaml: str, evaluator, worker: int) -> None:
     search(cfg, study, evaluator, tracker_for(cfg), durable=True)
 
 
+INTERRUPTED = "interrupted (Ctrl-C)"
+"""A worker's answer when its job ended on KeyboardInterrupt: the launcher raises KeyboardInterrupt in turn."""
+
+
 def serve(conn, worker: int, n_workers: int) -> None:
     """Worker process `worker` of n_workers: call each job the launcher sends, (function, args) as function(*args, worker)
     with BLAS on this worker's share of the cores, and answer (its value, None), or (None, the traceback) before exiting
-    with the error; stop at None, once the launcher is gone, or on an interrupt while waiting (a job handles its own:
-    phaze.search.resume)."""
+    with the error (a Ctrl-C that ends a job: answered INTERRUPTED, and the worker stops quietly); stop at None, once the
+    launcher is gone, or on an interrupt while waiting (a job handles its own: phaze.search.resume)."""
     while True:
         try:
             job = conn.recv()
@@ -62,6 +66,9 @@ def serve(conn, worker: int, n_workers: int) -> None:
         try:
             with threadpool_limits(limits=blas_threads(n_workers), user_api="blas"):
                 value = function(*args, worker)
+        except KeyboardInterrupt:  # Ctrl-C: the job stopped as phaze.search.resume says; nothing to show
+            answer(conn, (None, INTERRUPTED))
+            return
         except BaseException:
             answer(conn, (None, traceback.format_exc()))
             raise
@@ -191,7 +198,8 @@ class WorkerPool:
         return result, values[-1]
 
     def _run(self, job: tuple, here: Callable[[], T]) -> tuple[T, list]:
-        """(here()'s result, each worker's value) once every process has run its share of `job`."""
+        """(here()'s result, each worker's value) once every process has run its share of `job`; KeyboardInterrupt when the
+        workers that failed were all interrupted (Ctrl-C)."""
         sender = send_later(self._conns, job)
         failed, values = {}, []
         try:
@@ -208,6 +216,8 @@ class WorkerPool:
                 values.append(value)
                 if error is not None:
                     failed[proc.name] = error
+        if failed and set(failed.values()) == {INTERRUPTED}:
+            raise KeyboardInterrupt
         if failed:
             raise RuntimeError(f"search workers failed: {failed}")
         return result, values
