@@ -1,9 +1,10 @@
 """Every config value checked before any work: one ConfigError naming the field and the allowed values.
 
-`check_config(cfg)` is the first call of `phaze.run` and `phaze.evaluate`, so a bad value stops the
-job before anything is written to mlruns/ or the study storage; `run_cli` turns it, and Hydra's own
-composition errors (an unknown config option, a typo, a wrong type), into one line on stderr and
-exit code 2.
+`check_config(cfg)` is the first call of `phaze.run` and `phaze.evaluate` (`phaze.validate` checks every run of its
+file the same way), so a bad value stops the job before anything is written to mlruns/ or the study storage;
+`refusing_bad_config` turns it into one line on stderr and exit code 2 inside the Hydra job (taking back the output
+folder Hydra made for it), and `run_cli` does the same for Hydra's own composition errors (an unknown config option,
+a typo, a wrong type).
 """
 
 from __future__ import annotations
