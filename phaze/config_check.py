@@ -517,15 +517,16 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 
 def run_cli(main) -> None:
-    """Run a @hydra.main entry point; a bad config (ours or Hydra's composition) is one line on stderr and exit 2, a
-    Ctrl-C one line and exit 130 (a search's study keeps its finished trials and resumes with the same command)."""
+    """Run a @hydra.main entry point (its task under refusing_bad_config, which handles our ConfigErrors): Hydra's
+    composition errors are one line on stderr and exit 2, a Ctrl-C one line and exit 130 (a search's study keeps its
+    finished trials and resumes with the same command)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra's errors reach us instead of exiting 1 itself
     try:
         main()
-    except (ConfigError, HydraException, OmegaConfBaseException) as e:
+    except (HydraException, OmegaConfBaseException) as e:
         exit_on_config_error(e)
     except KeyboardInterrupt:
         print("interrupted: a search resumes where it stopped when run again with the same command", file=sys.stderr)
