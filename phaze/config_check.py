@@ -19,8 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
 from phaze import schema
-from phaze.config import attach_models, preset_hw, presets
+from phaze.config import CONF_DIR, attach_models, preset_hw, presets
 from phaze.cost.network import ALGORITHMS
 from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
@@ -547,8 +549,21 @@ def refusing_bad_config(task):
     return job
 
 
+def check_choices(overrides) -> None:
+    """A config group's schema (`model=base_model`, `train=base_train`, ...: phaze.schema registers them beside the
+    presets, so Hydra accepts them) is not a preset: a model without its shape, a chip without its parts."""
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        group = override.key_or_group
+        value = override.value()
+        names = value if isinstance(value, list) else [value]
+        if (CONF_DIR / group).is_dir() and any(str(name).startswith(SCHEMA_PREFIX) for name in names):
+            raise ConfigError(f"{override.input_line}: the schema every {group} preset extends, not a preset; "
+                              f"allowed values for {group}: {', '.join(presets(group))}")
+
+
 def checked(cfg, overrides=()):
     """The entry points' job config: cfg with the models of a `model=[a,b,...]` override (attach_models), checked."""
+    check_choices(overrides)
     cfg = attach_models(cfg, overrides)
     check_config(cfg)
     return cfg

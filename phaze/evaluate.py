@@ -18,10 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 
 from phaze import schema  # noqa: F401  (registers the structured configs)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_config, check_fixed, check_output_file, figure_formats, refusing_bad_config, run_cli
+from phaze.config_check import check_choices, check_config, check_fixed, check_output_file, figure_formats, refusing_bad_config, run_cli
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point, explain
 from phaze.report.timeline import timeline_figure
@@ -54,6 +55,7 @@ def result_record(result, explanation=None) -> dict:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 @refusing_bad_config
 def main(cfg) -> None:
+    check_choices(HydraConfig.get().overrides.task)
     check_config(cfg)
     check_fixed(cfg)
     if cfg.figure:

@@ -33,6 +33,12 @@ CASES = [
     (["cluster=nope"], "cluster", "dgx_a100"),
     (["search=nope"], "search", "bound"),
     (["hw/area=nope"], "hw/area", "modern_7nm"),
+    (["model=base_model"], "model=base_model", "llama2"),
+    (["model=[gpt2,base_model]"], "model=[gpt2,base_model]", "llama2"),
+    (["train=base_train"], "train=base_train", "megatron"),
+    (["hw=base_hw"], "hw=base_hw", "tiny_grid"),
+    (["hw/area=base_area"], "hw/area=base_area", "modern_7nm"),
+    (["search=base_search"], "search=base_search", "bound"),
     (["model.num_layerz=3"], "model.num_layerz", "allowed keys: name, family, num_layers"),
     (["model.num_layers=abc"], "model.num_layers", "Integer"),
     (["model.num_layers=0"], "model.num_layers", "positive"),
@@ -206,7 +212,8 @@ def test_an_empty_model_list_names_the_models(project, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("overrides,field,allowed", [(["train.global_batch=0"], "train.global_batch", "positive"),
-                                                      (["model=nope"], "model", "llama2")])
+                                                      (["model=nope"], "model", "llama2"),
+                                                      (["cluster=base_cluster"], "cluster=base_cluster", "dgx_a100")])
 def test_evaluate_checks_the_same_way(project, monkeypatch, capsys, overrides, field, allowed):
     before = snapshot(project)
     code = run_in_process("phaze.evaluate", [*BASE, "hw=tpuv4", *overrides], monkeypatch)

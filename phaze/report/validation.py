@@ -24,7 +24,7 @@ from hydra.errors import HydraException  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from phaze.config import compose_config  # noqa: E402
-from phaze.config_check import check_config, check_fixed, one_line  # noqa: E402
+from phaze.config_check import check_choices, check_config, check_fixed, one_line  # noqa: E402
 from phaze.config_values import ConfigError  # noqa: E402
 from phaze.hardware.space import enumerate_space  # noqa: E402
 from phaze.pipeline import evaluate_point  # noqa: E402
@@ -141,7 +141,9 @@ def run_config(run: dict, cache_dir: str | None = None):
     """The job config of one published run, checked as `phaze.evaluate` checks a fixed placement; a bad value is a
     ConfigError naming the run and the field, so that a runs file is refused before any run is evaluated."""
     try:
-        cfg = compose_config(*run_overrides(run), *([f"cache_dir={cache_dir}"] if cache_dir else []))
+        overrides = run_overrides(run)
+        check_choices(overrides)
+        cfg = compose_config(*overrides, *([f"cache_dir={cache_dir}"] if cache_dir else []))
         check_config(cfg)
         check_fixed(cfg)
     except (ValueError, HydraException, OmegaConfBaseException) as e:  # a ConfigError is a ValueError
