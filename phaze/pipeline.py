@@ -26,7 +26,7 @@ from phaze.placement.memory import ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYT
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.placement.solve import Space
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
-from phaze.schedule import LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, mode_bound_s, prepare_layer, schedule_layer
+from phaze.schedule import LayerProblem, LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, mode_bound_s, prepare_layer, schedule_layer, split_bound_s
 from phaze.schedule.layer import uses_modes
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
@@ -231,11 +231,13 @@ class LayerLatencies:
             self.prepared[twin] = outcome
 
     def bound_modes(self, key: tuple) -> None:
-        """Raise a pending entry (and its twins) to the largest makespan the mode search refutes below its list schedule."""
+        """Raise a pending entry (and its twins) to the largest makespan the mode search refutes below its list schedule,
+        or to its split bound where that is larger (phaze.schedule.split); its MILP, if it still runs, is unchanged."""
         start = time.perf_counter()
         vi, ti, part, direction = key
         field = f"{direction}_s"
-        bound = mode_bound_s(*self.pending[key], *self.cores, float(self.values[part][field][vi, ti]), self.listed_s[key])
+        bound = max(mode_bound_s(*self.pending[key], *self.cores, float(self.values[part][field][vi, ti]), self.listed_s[key]),
+                    split_bound_s(LayerProblem.build(*self.pending[key], *self.cores), self.schedule_cfg))
         self.solve_s += time.perf_counter() - start
         self.mode_bounded.update(self._raise(key, bound))
 

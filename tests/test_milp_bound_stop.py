@@ -1,9 +1,12 @@
 """A layer MILP asked only whether a point can still win stops once its bound says no (SolveParams.bound_stop,
 schedule_layer's stop_s, LayerLatencies.stop_for): the answer and every value are those of the MILP run to its end."""
 
+import time
+
 import numpy as np
 import pytest
 
+from phaze import pipeline
 from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
@@ -14,6 +17,7 @@ from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.heuristic import best_list_schedule
 from phaze.schedule.ilp import build_ilp
 from phaze.schedule.instance import LayerProblem
+from phaze.schedule.layer import milp_schedule
 from phaze.schema import ScheduleCfg
 from phaze.search.evaluator import throughput_of
 
@@ -68,10 +72,14 @@ def test_a_backend_stops_once_its_bound_reaches_the_stop(milp, backend):
 def test_a_refuted_layer_is_not_cached_and_an_unreached_stop_changes_nothing(world, tmp_path):
     *_, args, cores = world
     cfg = ScheduleCfg(mode_search=False, work_limit=WORK, cache=True, cache_dir=str(tmp_path))
-    full = schedule_layer(*args, *cores, ScheduleCfg(mode_search=False, work_limit=WORK, cache=False))
-    assert full.status == "time_limit" and full.bound_s < full.makespan_s
-    lower = problem_lower_bound_s(LayerProblem.build(*args, *cores))
-    stop_s = lower + 0.5 * (full.bound_s - lower)
+    uncached = ScheduleCfg(mode_search=False, work_limit=WORK, cache=False)
+    full = schedule_layer(*args, *cores, uncached)
+    problem = LayerProblem.build(*args, *cores)
+    lower = problem_lower_bound_s(problem)
+    milp_only = milp_schedule(problem, uncached, best_list_schedule(problem), lower, time.perf_counter())  # no split bound
+    assert milp_only.status == "time_limit" and milp_only.bound_s < milp_only.makespan_s
+    assert full.makespan_s == milp_only.makespan_s and full.bound_s >= milp_only.bound_s  # the split bound proves, never reschedules
+    stop_s = lower + 0.5 * (milp_only.bound_s - lower)
     refuted = schedule_layer(*args, *cores, cfg, stop_s=stop_s)
     assert refuted.status == "refuted" and refuted.bound_s >= stop_s * (1 - 1e-9)
     assert not list(tmp_path.rglob("*.json"))
@@ -106,23 +114,31 @@ def test_the_stop_is_the_least_makespan_that_settles_the_point(world):
 
 def test_searches_answer_as_they_would_with_milps_run_to_their_end(world, monkeypatch):
     """For cut-offs across the point's range, best() gives the same verdict (and, where exact, the same value) with the
-    stops as with every MILP run to its end, and some cut-off is settled by a refuted MILP."""
+    split bound, with the stops alone, and with every MILP run to its end; without the split bound, which settles
+    these cut-offs before any MILP, some cut-off is settled by a refuted MILP, and the split bound solves fewer MILPs."""
     cfg, point, workloads, network, place, *_ = world
     value = throughput_of(layer_latencies(cfg, point, workloads, network).best(place)[0])
     listed = throughput_of(layer_latencies(cfg, point, workloads, network).listed_bound(place))
     beats = np.linspace(0.97 * value, listed, 7)
-    with_stops = []
-    for beat in beats:
-        lazy = layer_latencies(cfg, point, workloads, network)
-        result, exact = lazy.best(place, beat)
-        with_stops.append((exact, throughput_of(result) if exact else None, [m.status for m in lazy.milps]))
+
+    def verdicts():
+        out = []
+        for beat in beats:
+            lazy = layer_latencies(cfg, point, workloads, network)
+            result, exact = lazy.best(place, beat)
+            assert exact or throughput_of(result) <= beat  # pruned only when it cannot beat the cut-off
+            out.append((exact, throughput_of(result) if exact else None, [m.status for m in lazy.milps]))
+        return out
+
+    with_split = verdicts()
+    monkeypatch.setattr(pipeline, "split_bound_s", lambda problem, cfg: 0.0)
+    with_stops = verdicts()
     monkeypatch.setattr(LayerLatencies, "stop_for", lambda self, place, key, beat: None)
-    for beat, (exact, found, statuses) in zip(beats, with_stops):
-        result, full_exact = layer_latencies(cfg, point, workloads, network).best(place, beat)
-        assert exact == full_exact
-        assert found == (throughput_of(result) if exact else None)
-        assert exact or throughput_of(result) <= beat
+    to_the_end = verdicts()
+    for split, stops, full in zip(with_split, with_stops, to_the_end):
+        assert split[:2] == stops[:2] == full[:2]
     assert any("refuted" in statuses for *_, statuses in with_stops)
+    assert sum(len(statuses) for *_, statuses in with_split) < sum(len(statuses) for *_, statuses in with_stops)
 
 
 def test_a_stop_beyond_what_fixed_modes_let_the_bound_prove_is_not_asked():

@@ -20,8 +20,9 @@ from phaze.placement.kept import Kept
 from phaze.schedule.instance import RESOURCES, LayerProblem
 from phaze.schedule.result import LayerSchedule
 
-CACHE_VERSION = 1
-"""Bump when the model or the meaning of a cached schedule changes, so stale entries are ignored."""
+CACHE_VERSION = 2
+"""Bump when the model or the meaning of a cached schedule changes, so stale entries are ignored (2: the split bound
+proves schedules that version 1 left open, status time_limit)."""
 
 
 def effective_cores(problem: LayerProblem) -> list[int]:
