@@ -23,8 +23,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import phaze.schedule.layer as layer_module  # noqa: E402
+from experiments.milp_pruning import fresh_config  # noqa: E402
 from experiments.paper_comparison import RESULTS  # noqa: E402
-from phaze.config import compose_config  # noqa: E402
 from phaze.pipeline import schedule_settings  # noqa: E402
 from phaze.schedule.cache import problem_key  # noqa: E402
 from phaze.placement.kept import Kept  # noqa: E402
@@ -99,8 +99,7 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=60.0, help="Gurobi work units of the longer solves")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = compose_config(*args.overrides, f"cache_dir={tmp}/cache", f"schedule.cache_dir={tmp}/schedule",
-                             f"search.storage=sqlite:///{tmp}/studies.db", "tracking.enabled=false", "search.n_workers=1")
+        cfg = fresh_config(tmp, args.overrides, "search.n_workers=1")
         best, records = recorded_milps(cfg)
         table = pd.DataFrame(rows(cfg, records, args.work))
     gap = schedule_settings(cfg).mip_gap

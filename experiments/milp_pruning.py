@@ -59,6 +59,12 @@ def threshold_s(layers, place, key: tuple, best: float, lower_s: float, listed_s
     return hi
 
 
+def fresh_config(tmp: str, overrides, *more):
+    """The job config with its caches and study storage in the folder `tmp` (empty caches), MLflow off."""
+    return compose_config(*overrides, f"cache_dir={tmp}/cache", f"schedule.cache_dir={tmp}/schedule",
+                          f"search.storage=sqlite:///{tmp}/studies.db", "tracking.enabled=false", *more)
+
+
 def point_rows(cfg, evaluator, index: int, best: float, work: float) -> dict:
     model = evaluator.models[0]
     point = evaluator.point(index)
@@ -100,8 +106,7 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=100.0, help="Gurobi work units of the longer MILP")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = compose_config(*args.overrides, f"cache_dir={tmp}/cache", f"schedule.cache_dir={tmp}/schedule",
-                             f"search.storage=sqlite:///{tmp}/studies.db", "tracking.enabled=false")
+        cfg = fresh_config(tmp, args.overrides)
         outcome = run_study(cfg, progress=False)
         best = outcome.best.throughput_seq_s
         trials = trials_frame(outcome)
