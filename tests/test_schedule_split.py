@@ -1,6 +1,7 @@
 """The split bound (phaze.schedule.split): valid against brute force, computed by hand on a small layer, and on a real
 Llama-2 backward layer within 1% of the schedule the work-limited MILP keeps, where the MILP's own bound is not."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_certifying_keeps_the_schedule_and_raises_only_the_bound():
     bound, proven within the gap where that bound shows it."""
     problem = small_case()
     listed = heuristic_for(problem)
-    open_ = type(listed)(**{**listed.__dict__, "status": "time_limit"})
+    open_ = replace(listed, status="time_limit")
     cfg = ScheduleCfg(backend="highs", mip_gap=0.01, cache=False)
     proven = certified(problem, cfg, open_)
     assert proven.makespan_s == listed.makespan_s and np.array_equal(proven.start_s, listed.start_s)
