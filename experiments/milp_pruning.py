@@ -77,7 +77,7 @@ def point_rows(cfg, evaluator, index: int, best: float, work: float) -> dict:
     listed_s = best_list_schedule(problem).makespan_s
     lower_s = problem_lower_bound_s(problem)
     row = {"point": index, "layer": f"{key[2]} {key[3]} (tp index {key[1]})", "lower": lower_s / listed_s,
-           "mode bound": mode_bound_s(*args, *layers.cores, lower_s, listed_s) / listed_s,
+           "mode bound": mode_bound_s(problem, lower_s, listed_s) / listed_s,
            "threshold": threshold_s(layers, place, key, best, layers.values[key[2]][f"{key[3]}_s"][key[0], key[1]], listed_s) / listed_s}
     settings = replace(schedule_settings(cfg), cache=False)
     for units in (settings.work_limit, work):

@@ -26,7 +26,7 @@ from phaze.placement.memory import ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYT
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.placement.solve import Space
 from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
-from phaze.schedule import LayerProblem, LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, mode_bound_s, prepare_layer, schedule_layer, split_bound_s
+from phaze.schedule import LayerProblem, LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, mode_bound_s, prepare_layer, schedule_layer, split_bound_s, split_ceiling_s
 from phaze.schedule.layer import uses_modes
 from phaze.schedule.streams import StreamOptions, stream_makespan
 from phaze.schema import ScheduleCfg
@@ -230,14 +230,17 @@ class LayerLatencies:
         for twin in self._raise(key, outcome.lower_s):
             self.prepared[twin] = outcome
 
-    def bound_modes(self, key: tuple) -> None:
+    def bound_modes(self, key: tuple, place, beat: float) -> None:
         """Raise a pending entry (and its twins) to the largest makespan the mode search refutes below its list schedule,
-        or to its split bound where that is larger (phaze.schedule.split); its MILP, if it still runs, is unchanged."""
+        or to its split bound where that is larger (phaze.schedule.split); its MILP, if it still runs, is unchanged. The
+        split's side MILPs run only where its ceiling (split_ceiling_s) would leave place() unable to beat `beat`."""
         start = time.perf_counter()
         vi, ti, part, direction = key
-        field = f"{direction}_s"
-        bound = max(mode_bound_s(*self.pending[key], *self.cores, float(self.values[part][field][vi, ti]), self.listed_s[key]),
-                    split_bound_s(LayerProblem.build(*self.pending[key], *self.cores), self.schedule_cfg))
+        problem = LayerProblem.build(*self.pending[key], *self.cores)
+        bound = mode_bound_s(problem, float(self.values[part][f"{direction}_s"][vi, ti]), self.listed_s[key])
+        ceiling = min(split_ceiling_s(problem), self.listed_s[key])
+        if ceiling > bound and self._excess(place, key, ceiling, beat) <= 0:
+            bound = max(bound, split_bound_s(problem, self.schedule_cfg))
         self.solve_s += time.perf_counter() - start
         self.mode_bounded.update(self._raise(key, bound))
 
@@ -266,19 +269,10 @@ class LayerLatencies:
         round-off: the MILP then runs to its end)."""
         if beat is None or key in self.refuted:
             return None
-        twins = self._pending_twins(key)
-        kept = [float(self.values[part][f"{d}_s"][vi, ti]) for vi, ti, part, d in twins]
+        kept = [float(self.values[part][f"{d}_s"][vi, ti]) for vi, ti, part, d in self._pending_twins(key)]
 
         def excess(makespan_s: float) -> float:
-            """place()'s throughput over `beat` with the entry at makespan_s (negative: it cannot beat it)."""
-            for (vi, ti, part, d), value in zip(twins, kept):
-                self.values[part][f"{d}_s"][vi, ti] = max(value, makespan_s)
-            try:
-                result = place(self.values)
-                return (result.throughput_seq_s if result is not None and result.feasible else 0.0) - beat
-            finally:
-                for (vi, ti, part, d), value in zip(twins, kept):
-                    self.values[part][f"{d}_s"][vi, ti] = value
+            return self._excess(place, key, makespan_s, beat)
 
         lo, hi = min(kept), self.listed_s[key]
         f_lo, f_hi = excess(lo), excess(hi)
@@ -300,6 +294,20 @@ class LayerLatencies:
                 f_lo *= 0.5 if kept_side == -1 else 1.0
                 kept_side = -1
         return hi
+
+    def _excess(self, place, key: tuple, makespan_s: float, beat: float) -> float:
+        """place()'s throughput over `beat` with the pending `key` and its twins at least makespan_s (negative: it cannot
+        beat it); their values are left as they were."""
+        twins = self._pending_twins(key)
+        kept = [float(self.values[part][f"{d}_s"][vi, ti]) for vi, ti, part, d in twins]
+        for (vi, ti, part, d), value in zip(twins, kept):
+            self.values[part][f"{d}_s"][vi, ti] = max(value, makespan_s)
+        try:
+            result = place(self.values)
+            return (result.throughput_seq_s if result is not None and result.feasible else 0.0) - beat
+        finally:
+            for (vi, ti, part, d), value in zip(twins, kept):
+                self.values[part][f"{d}_s"][vi, ti] = value
 
     def _resolve(self, key: tuple, sched: LayerSchedule) -> None:
         """A pending entry and its twins scheduled: `sched` past the list schedule (the MILP's, or the cache's)."""
@@ -376,7 +384,7 @@ class LayerLatencies:
             if self.prepares and key not in self.prepared:
                 self.prepare(key)
             elif self.bounds_modes and beat is not None and key not in self.mode_bounded:
-                self.bound_modes(key)
+                self.bound_modes(key, place, beat)
             else:
                 self.solve([key], self.stop_for(place, key, beat))
 

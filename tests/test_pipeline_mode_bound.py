@@ -12,7 +12,6 @@ from phaze.schedule import mode_bound_s, schedule_layer
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.heuristic import best_list_schedule
 from phaze.schedule.instance import LayerProblem
-from phaze.schedule.modes import ModeSearch
 from phaze.schema import ScheduleCfg
 from phaze.search.evaluator import throughput_of
 
@@ -42,8 +41,7 @@ def test_the_mode_bound_lies_between_the_closed_form_bound_and_the_schedule(worl
     args = lazy.pending[key]
     problem = LayerProblem.build(*args, *lazy.cores)
     lower, listed = problem_lower_bound_s(problem), best_list_schedule(problem).makespan_s
-    bound = mode_bound_s(*args, *lazy.cores, lower, listed)
-    assert bound == ModeSearch(problem).lower_bound_s(lower, listed)
+    bound = mode_bound_s(problem, lower, listed)
     assert lower < bound
     found = schedule_layer(*args, *lazy.cores, ScheduleCfg(mode_search=False, cache=False))
     assert bound <= found.makespan_s < listed  # no schedule is shorter than the bound, and the MILP finds a shorter one
@@ -57,7 +55,7 @@ def test_the_mode_bound_prunes_without_a_milp_and_changes_no_value(world):
     listed = throughput_of(lazy.listed_bound(place))
     for key in list(lazy.pending):
         if key not in lazy.mode_bounded:
-            lazy.bound_modes(key)
+            lazy.bound_modes(key, place, np.inf)  # nothing beats it: the split bound is computed too
     raised = throughput_of(place(lazy.values))
     assert raised < listed
     beat = 0.5 * (raised + listed)
@@ -73,3 +71,27 @@ def test_the_mode_bound_prunes_without_a_milp_and_changes_no_value(world):
     low = layer_latencies(cfg, point, workloads, network)
     result, exact = low.best(place, 0.9 * value)
     assert exact and low.n_solved > 0 and throughput_of(result) == value
+
+
+def test_the_split_bound_runs_only_where_its_ceiling_could_prune(world, monkeypatch):
+    """bound_modes computes a layer's split bound (its side MILPs) only where the split's ceiling would leave the point
+    unable to beat the cut-off: against a cut-off every point beats it raises the layer to the mode bound alone."""
+    from phaze import pipeline
+
+    cfg, point, workloads, network, place = world
+    calls = []
+    real = pipeline.split_bound_s
+    monkeypatch.setattr(pipeline, "split_bound_s", lambda problem, settings: calls.append(1) or real(problem, settings))
+    lazy = layer_latencies(cfg, point, workloads, network)
+    lazy.listed_bound(place)
+    key = max(lazy.pending, key=lazy._pending_gap)
+    args = lazy.pending[key]
+    vi, ti, part, direction = key
+    problem = LayerProblem.build(*args, *lazy.cores)
+    mode_s = mode_bound_s(problem, float(lazy.values[part][f"{direction}_s"][vi, ti]), lazy.listed_s[key])
+    lazy.bound_modes(key, place, 0.0)
+    assert not calls and lazy.values[part][f"{direction}_s"][vi, ti] == mode_s
+    again = layer_latencies(cfg, point, workloads, network)
+    again.listed_bound(place)
+    again.bound_modes(key, place, np.inf)
+    assert calls and again.values[part][f"{direction}_s"][vi, ti] >= mode_s

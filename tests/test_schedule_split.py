@@ -12,7 +12,9 @@ from phaze.schedule import split
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.heuristic import best_list_schedule
 from phaze.schedule.instance import LayerProblem
-from phaze.schedule.layer import certified, heuristic_for, split_bound_s
+from phaze.placement.kept import Kept
+from phaze.schedule import layer
+from phaze.schedule.layer import certified, heuristic_for, split_bound_s, split_ceiling_s
 from phaze.schema import ScheduleCfg
 from tests.schedule_cases import Case, brute_force_makespan, cases
 
@@ -61,8 +63,10 @@ def test_the_split_bound_by_hand():
 def test_the_split_bound_never_exceeds_the_optimum(case):
     problem = LayerProblem.build(*case.args())
     optimum = brute_force_makespan(case)
-    assert split.split_bound_s(problem, exact_sides) <= optimum * (1 + EXACT_REL) + 1e-15
+    exact = split.split_bound_s(problem, exact_sides)
+    assert exact <= optimum * (1 + EXACT_REL) + 1e-15
     assert split_bound_s(problem, ScheduleCfg(backend="highs", cache=False)) <= optimum * (1 + EXACT_REL) + 1e-15
+    assert exact <= split_ceiling_s(problem) * (1 + EXACT_REL) + 1e-15  # the ceiling: no side bound passes its list schedule
 
 
 def test_certifying_keeps_the_schedule_and_raises_only_the_bound():
@@ -78,6 +82,23 @@ def test_certifying_keeps_the_schedule_and_raises_only_the_bound():
     assert proven.bound_s == pytest.approx(min(45 * QUARTER_MS, listed.makespan_s), rel=1e-6)
     assert proven.status == ("optimal" if proven.mip_gap <= cfg.mip_gap else "time_limit")
     assert certified(problem, cfg, listed) is listed  # anything but an open MILP schedule is left as it is
+
+
+def test_certifying_skips_the_split_where_its_ceiling_cannot_close_the_gap(monkeypatch):
+    """An open schedule more than the gap above the split's ceiling keeps its bound without the sides' MILPs; one within
+    it gets the split bound."""
+    problem = small_case()
+    monkeypatch.setattr(layer, "_split", Kept(4))
+    calls = []
+    monkeypatch.setattr(layer, "split_bound_s", lambda p, cfg: calls.append(1) or 45 * QUARTER_MS)
+    listed = heuristic_for(problem)
+    cfg = ScheduleCfg(backend="highs", mip_gap=0.01, cache=False)
+    ceiling_s = split_ceiling_s(problem)
+    far = replace(listed, status="time_limit", makespan_s=1.5 * ceiling_s)
+    kept = certified(problem, cfg, far)
+    assert not calls and kept.bound_s == far.bound_s and kept.status == "time_limit"
+    near = replace(listed, status="time_limit", makespan_s=ceiling_s)
+    assert certified(problem, cfg, near).bound_s == pytest.approx(min(45 * QUARTER_MS, ceiling_s)) and calls
 
 
 @pytest.mark.solver

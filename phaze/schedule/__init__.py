@@ -9,7 +9,7 @@ from phaze.schedule.bounds import lower_bound_batch_s, lower_bound_s
 from phaze.schedule.cache import store_for
 from phaze.schedule.checker import ScheduleError, check_schedule
 from phaze.schedule.instance import InfeasibleLayerError, LayerProblem
-from phaze.schedule.layer import Prepared, listed_for, mode_bound_s, prepare_layer, schedule_layer, split_bound_s
+from phaze.schedule.layer import Prepared, listed_for, mode_bound_s, prepare_layer, schedule_layer, split_bound_s, split_ceiling_s
 from phaze.schedule.result import LayerSchedule
 from phaze.schema import ScheduleCfg
 
@@ -23,4 +23,5 @@ def heuristic_schedule(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, 
 __all__ = [
     "InfeasibleLayerError", "LayerSchedule", "Prepared", "ScheduleError", "check_schedule", "heuristic_schedule",
     "lower_bound_batch_s", "lower_bound_s", "mode_bound_s", "prepare_layer", "schedule_layer", "split_bound_s",
+    "split_ceiling_s",
 ]

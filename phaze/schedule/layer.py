@@ -117,16 +117,30 @@ def split_bound_s(problem: LayerProblem, cfg: ScheduleCfg) -> float:
         return milp_schedule(part, side_cfg, start.best, start.lower_s, time.perf_counter()).bound_s
 
     side_cfg = replace(cfg, work_limit=SPLIT_WORK_LIMIT, mip_gap=SPLIT_MIP_GAP, mode_search=False, cache=False)
-    return _split.get((problem_key(problem, SPLIT_MIP_GAP), cfg.backend), lambda: split_with(problem, side_bound_s))
+    return _split.get(_split_key(problem, cfg), lambda: split_with(problem, side_bound_s))
+
+
+def _split_key(problem: LayerProblem, cfg: ScheduleCfg) -> tuple:
+    return problem_key(problem, SPLIT_MIP_GAP), cfg.backend
+
+
+def split_ceiling_s(problem: LayerProblem) -> float:
+    """The most split_bound_s can prove (s): the same split with each side at its list schedule, which no side's bound
+    exceeds. List schedules only (milliseconds): where it cannot prune or close a gap, the sides' MILPs are spared."""
+    return split_with(problem, lambda part: best_list_schedule(part).makespan_s)
 
 
 def certified(problem: LayerProblem, cfg: ScheduleCfg, schedule: LayerSchedule) -> LayerSchedule:
     """A MILP's schedule left open (status time_limit) with its bound raised to the split bound: the same schedule,
-    "optimal" where that proves it within cfg.mip_gap; the split's seconds count in its solve_s."""
+    "optimal" where that proves it within cfg.mip_gap; the split's seconds count in its solve_s. The split is not
+    computed (unless a search already did) where even split_ceiling_s could not close the gap."""
     if schedule.status != "time_limit":
         return schedule
     t0 = time.perf_counter()
-    bound = min(max(schedule.bound_s, split_bound_s(problem, cfg)), schedule.makespan_s)
+    split_s = _split.find(_split_key(problem, cfg))
+    if split_s is None and _gap(schedule.makespan_s, split_ceiling_s(problem)) <= cfg.mip_gap:
+        split_s = split_bound_s(problem, cfg)
+    bound = min(max(schedule.bound_s, split_s or 0.0), schedule.makespan_s)
     gap = _gap(schedule.makespan_s, bound)
     return replace(schedule, bound_s=bound, mip_gap=gap, status="optimal" if gap <= cfg.mip_gap else "time_limit",
                    solve_s=schedule.solve_s + time.perf_counter() - t0)
@@ -160,10 +174,10 @@ def solve_problem(problem: LayerProblem, cfg: ScheduleCfg, prepared: Prepared | 
     return certified(problem, cfg, found)
 
 
-def mode_bound_s(graph, unit, single_s, parallel_s, n_tc: int, n_vc: int, lower_s: float, upper_s: float) -> float:
+def mode_bound_s(problem: LayerProblem, lower_s: float, upper_s: float) -> float:
     """The largest makespan in [lower_s, upper_s] (s) that the mode search's refutation proves no schedule of the layer
     meets (lower_s when it proves none): a bound to prune with that leaves the layer's schedule, and its MILP, as they are."""
-    return ModeSearch(LayerProblem.build(graph, unit, single_s, parallel_s, n_tc, n_vc)).lower_bound_s(lower_s, upper_s)
+    return ModeSearch(problem).lower_bound_s(lower_s, upper_s)
 
 
 def uses_modes(cfg: ScheduleCfg) -> bool:
