@@ -4,6 +4,7 @@ the schedules, and so every value, stay the MILP's."""
 import numpy as np
 import pytest
 
+from phaze import pipeline
 from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
@@ -76,8 +77,6 @@ def test_the_mode_bound_prunes_without_a_milp_and_changes_no_value(world):
 def test_the_split_bound_runs_only_where_its_ceiling_could_prune(world, monkeypatch):
     """bound_modes computes a layer's split bound (its side MILPs) only where the split's ceiling would leave the point
     unable to beat the cut-off: against a cut-off every point beats it raises the layer to the mode bound alone."""
-    from phaze import pipeline
-
     cfg, point, workloads, network, place = world
     calls = []
     real = pipeline.split_bound_s

@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from phaze.schedule import split
+from phaze.placement.kept import Kept
+from phaze.schedule import layer, split
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.heuristic import best_list_schedule
 from phaze.schedule.instance import LayerProblem
-from phaze.placement.kept import Kept
-from phaze.schedule import layer
 from phaze.schedule.layer import certified, heuristic_for, split_bound_s, split_ceiling_s
 from phaze.schema import ScheduleCfg
 from tests.schedule_cases import Case, brute_force_makespan, cases
