@@ -15,6 +15,8 @@ Everything but the study runs in the launcher alone, so with the study split per
 serial + study / 2: the ceiling printed for the speed-up. The CPU seconds of all the run's processes (user +
 system) give the other ceiling: the one-worker run already uses the second core (the tracer helper, the bounds'
 threads, the baseline beside the study), and n workers cannot take less than their own CPU seconds / n.
+The one-worker run's study has a second core's help too: the baseline, computed beside it; its own time (timed
+alone, in one more fresh run that builds the same evaluator) is added to the work a perfect split shares out.
 Writes experiments/results/run_phases.md.
 """
 
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "experiments" / "results" / "run_phases.md"
 STAMP = "phase-stamp"
+BASELINE = "baseline-seconds"
 STAGES = {"phaze.workload.extract": ("extract_jobs",), "phaze.search.study": ("tracker_for", "optimize"),
           "phaze.search.evaluator": ("load_workloads", "SpaceEvaluator.__init__", "SpaceEvaluator.baseline"),
           "phaze.search.workers": ("SideJob.result",)}
@@ -61,6 +64,26 @@ def child(phaze_args: list[str]) -> None:
         runpy.run_module("phaze.run", run_name="__main__", alter_sys=True)
     finally:
         stamp("main returned")
+
+
+def baseline_child(phaze_args: list[str]) -> None:
+    """Build the run's evaluator (tracing its workloads, its bounds) and print how long the baseline takes on an empty
+    schedule cache: what the one-worker run's process beside the study computes (phaze.search.study.baselines)."""
+    from phaze.config import compose_config
+    from phaze.search.evaluator import SpaceEvaluator
+    from phaze.search.study import baselines
+
+    evaluator = SpaceEvaluator(compose_config(*phaze_args))
+    start = time.perf_counter()
+    baselines(evaluator)
+    print(f"{BASELINE} {time.perf_counter() - start:.3f}")
+
+
+def baseline_s(overrides: list[str]) -> float:
+    """Seconds the baseline takes alone, from empty caches (baseline_child in a fresh directory)."""
+    from experiments.worker_speedup import fresh_run
+    with fresh_run(overrides, (sys.executable, str(Path(__file__).resolve()), "--baseline")) as (_, out, _storage):
+        return next(float(line.split()[1]) for line in out.stdout.splitlines() if line.startswith(BASELINE))
 
 
 def stamped(function, name: str, stamp):
@@ -123,8 +146,8 @@ def run(overrides: list[str], workers: int) -> tuple[dict[str, float], str]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] in ("--child", "--baseline"):
+        (child if sys.argv[1] == "--child" else baseline_child)(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overrides", nargs="*", default=["model=llama2", "hw=phaze_grid"])
@@ -137,13 +160,15 @@ def main() -> None:
     table.columns = [f"search.n_workers={n} (s)" for n in rows]
     lines = []
     if 1 in rows:
-        one = rows[1]
+        one, beside_s = rows[1], baseline_s(args.overrides)
         for n, row in rows.items():
             if n > 1:
                 serial = row["wall"] - row["study"]
                 lines.append(f"- {n} workers: {one['wall'] / row['wall']:.2f}x; the study {one['study'] / row['study']:.2f}x; outside it "
                              f"{serial:.0f} s in the launcher alone, so with the one-worker study split perfectly at most "
-                             f"{one['wall'] / (serial + one['study'] / n):.2f}x. CPU: the one-worker run kept "
+                             f"{one['wall'] / (serial + one['study'] / n):.2f}x, and with the baseline the one-worker run "
+                             f"computes beside its study ({beside_s:.1f} s alone) shared out too, at most "
+                             f"{one['wall'] / (serial + (one['study'] + beside_s) / n):.2f}x. CPU: the one-worker run kept "
                              f"{one['CPU (all processes)'] / one['wall']:.2f} cores busy on average, so its CPU seconds spread "
                              f"perfectly over {n} cores give at most {n * one['wall'] / one['CPU (all processes)']:.2f}x; the "
                              f"{n}-worker run used {row['CPU (all processes)']:.0f} CPU s ({row['CPU (all processes)'] / row['wall']:.2f} "
