@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import resource
 import subprocess
 import sys
@@ -46,8 +47,9 @@ STAGES = {"phaze.workload.extract": ("extract_jobs",), "phaze.search.study": ("t
 def child(phaze_args: list[str]) -> None:
     """Run phaze.run in this process with its stage functions stamped on stderr (wall-clock time, which the parent
     compares with the moment it started this process)."""
-    def stamp(event: str) -> None:
-        print(f"{STAMP} {time.time():.3f} {event}", file=sys.stderr, flush=True)
+    def stamp(event: str) -> None:  # one write, on a line of its own: progress bars share stderr from other threads
+        sys.stderr.write(f"\n{STAMP} {time.time():.3f} {event}\n")
+        sys.stderr.flush()
 
     import importlib
     import runpy
@@ -98,9 +100,9 @@ def stamped(function, name: str, stamp):
 
 
 def events_of(stderr: str, started: float) -> list[tuple[float, str]]:
-    """(seconds since the child process was started, event) of each stamp."""
-    return [(float(line.split()[1]) - started, line.split(maxsplit=2)[2]) for line in stderr.replace("\r", "\n").splitlines()
-            if line.startswith(STAMP)]
+    """(seconds since the child process was started, event) of each stamp, wherever a progress bar's redraw left it."""
+    return [(float(seconds) - started, event.strip()) for seconds, event in
+            re.findall(rf"{STAMP} (\d+\.\d+) ([^\n\r]*?)(?={STAMP}|$)", stderr.replace("\r", "\n"), flags=re.MULTILINE)]
 
 
 def first(events, event: str) -> float:
