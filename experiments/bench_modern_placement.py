@@ -31,7 +31,7 @@ from phaze.search.evaluator import ModelEvaluator, point_table  # noqa: E402
 
 MODELS = ("mixtral_8x7b", "llama2")
 CHIPS = ["hw=phaze_grid", "hw.n_tc=[4]", "hw.tc_rows=[256]", "hw.tc_cols=[256]"]
-"""The compute of both models' optima on phaze_grid (README: four 256x256 tensor cores)."""
+"""The compute of both models' optima on phaze_grid (docs/moe.md: four 256x256 tensor cores)."""
 CUT_FRACTIONS = (0.97, 1.01)
 """Cut-offs as fractions of the point's optimum: one a plan beats (0.97), one none does (1.01)."""
 RESULTS = Path(__file__).resolve().parent / "results" / "modern_placement_bench.md"

@@ -43,7 +43,7 @@ from phaze.placement.solve import Config, Group, chain_arrays, kernel_fronts
 
 MODELS = ("llama2", "megatron_gpt3_175b")
 DEVICE_COUNTS = (1024, 16384)
-"""PHAZE's cluster (DESIGN.md §1) and 16x it (issue 5's scale case)."""
+"""PHAZE's cluster (docs/phaze-reference.md §10) and 16x it (issue 5's scale case)."""
 FLAT, HIERARCHICAL = "flat 4 GiB/s", "DGX H100 8/node"
 CLUSTERS = {FLAT: "phaze_1024", HIERARCHICAL: "dgx_h100"}
 HW = "tpuv4"

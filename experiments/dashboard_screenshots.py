@@ -4,11 +4,12 @@
 
 Runs an exhaustive, unpruned search on hw=tiny_grid (the tiny model of the search tests) into a
 temporary SQLite store, starts `mlflow ui` on it, and drives headless Chromium (Debian packages
-`chromium`, `chromium-driver`) as a user would: the runs table with metric and hw.* columns, a
-parallel-coordinates chart of hw.* against throughput_seq_s, and a scatter of area_mm2 against
-throughput_seq_s. Then `python -m phaze.run` on the same model with a two-stage expert plan, and the
-artifacts it logs with its best trial: the per-stage breakdown and the pipeline timeline.
-tests/test_dashboard.py drives the same UI through this module.
+`chromium`, `chromium-driver`) as a user would, in the UI's classic machine-learning view: the runs
+table with metric, hw.* and placement.* columns, a parallel-coordinates chart of hw.* against
+throughput_seq_s, and a scatter of area_mm2 against throughput_seq_s. Then `python -m phaze.run` on
+the same model with a two-stage expert plan, and the artifacts it logs with its best trial: the
+per-stage breakdown and the pipeline timeline. tests/test_dashboard.py drives the same UI through
+this module (the filter, the sort, the compare view).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -32,6 +34,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
+
+from phaze.tracking.params import CLASSIC_VIEW
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -60,7 +64,7 @@ THROUGHPUT_COLUMN = "metrics.`throughput_seq_s`"
 # The default metric column cuts "throughput_seq_s" short; this much wider shows the whole name.
 THROUGHPUT_WIDEN_PX = 40
 HW_PARAMS = ["hw.n_tc", "hw.tc_rows", "hw.tc_cols", "hw.n_vc", "hw.glb_mib"]
-TABLE_COLUMNS = ["throughput_seq_s", "area_mm2", "mfu", *HW_PARAMS, "place.dp", "place.pp", "place.tp"]
+TABLE_COLUMNS = ["throughput_seq_s", "area_mm2", "mfu", *HW_PARAMS, "placement.dp", "placement.pp", "placement.tp"]
 # The titles MLflow gives the new charts: a fixed one, and "<x> vs. <y>" for a scatter.
 PARALLEL_TITLE = "Parallel Coordinates"
 SCATTER_TITLE = "area_mm2 vs. throughput_seq_s"
@@ -85,14 +89,28 @@ def run_tracked_study(overrides: list[str], uri: str, cache: Path):
     return tracker
 
 
+def run_cli_studies(studies: dict[str, list[str]], uri: str, workdir: Path) -> dict[str, str]:
+    """`python -m phaze.run` once per entry, all at once (one process each, in workdir/<key> with its own cache and
+    study storage), logged to the same MLflow store `uri`; returns each run's standard output by key."""
+    procs = {}
+    for key, overrides in studies.items():
+        folder = workdir / key
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err:
+            procs[key] = subprocess.Popen([sys.executable, "-m", "phaze.run", *overrides, f"tracking.uri={uri}", f"cache_dir={folder / 'cache'}",
+                                           f"schedule.cache_dir={folder / 'cache' / 'schedule'}",
+                                           f"search.storage=sqlite:///{folder / 'studies.db'}"], stdout=out, stderr=err, cwd=folder)
+    for key, proc in procs.items():
+        if proc.wait():
+            raise RuntimeError(f"phaze.run {key} failed: {(workdir / key / 'stderr.log').read_text()[-2000:]}")
+    return {key: (workdir / key / "stdout.log").read_text() for key in studies}
+
+
 def run_cli_study(overrides: list[str], uri: str, workdir: Path) -> tuple[str, str]:
     """`python -m phaze.run` logged to `uri`: (experiment id, the study's parent run id)."""
     import mlflow
 
-    proc = subprocess.run([sys.executable, "-m", "phaze.run", *overrides, f"tracking.uri={uri}", f"cache_dir={workdir / 'cache'}",
-                           f"search.storage=sqlite:///{workdir / 'studies.db'}"], capture_output=True, text=True, cwd=workdir)
-    if proc.returncode:
-        raise RuntimeError(f"phaze.run failed: {proc.stderr[-2000:]}")
+    run_cli_studies({"study": overrides}, uri, workdir)
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["phaze"], filter_string="tags.phaze_role = 'study'")
     return str(runs.experiment_id.iloc[0]), str(runs.run_id.iloc[0])
@@ -183,15 +201,86 @@ class Dashboard:
         element.click()
 
     def open_runs(self, experiment_id: str, chart: bool = False, order_by: str | None = None) -> None:
-        """The experiment's runs page (table or chart view, optionally sorted by a metric, descending), assistant closed."""
+        """The experiment's runs page in the classic view (table or chart, optionally sorted by a metric, descending),
+        assistant closed."""
         mode = "CHART" if chart else "TABLE"
         order_key = f"metrics.%60{order_by}%60" if order_by else DEFAULT_ORDER
-        query = f"compareRunsMode={mode}&orderByKey={order_key}&orderByAsc=false"
-        self.driver.get(f"{self.base_url}/#/experiments/{experiment_id}/runs?{query}")
+        self.open(f"{self.base_url}/#/experiments/{experiment_id}/runs?{CLASSIC_VIEW}&compareRunsMode={mode}&orderByKey={order_key}&orderByAsc=false")
+
+    def open(self, url: str) -> None:
+        """An experiment page at `url`, once its runs are listed, assistant closed."""
+        self.driver.get(url)
         self.find("//*[@role='gridcell']//a[contains(@href, '/runs/')]")
+        self.close_assistant()
+
+    def close_assistant(self) -> None:
+        """Close the MLflow Assistant panel, which opens by itself on a browser's first visit."""
         for close in self.driver.find_elements(By.XPATH, "//button[@aria-label='Close'][not(ancestor::*[@role='dialog'])]"):
             if close.is_displayed():
                 close.click()
+
+    def sidebar_items(self) -> list[str]:
+        """The labels of the experiment's navigation links in the sidebar (which tell the classic view from GenAI's)."""
+        return [e.text.strip() for e in self.driver.find_elements(By.XPATH, "//aside//a | //nav//a") if e.is_displayed() and e.text.strip()]
+
+    def filter_runs(self, expression: str) -> None:
+        """Type a search filter into the runs page's search box and press Enter, as a user would; waits until the page
+        has taken it (its URL carries it)."""
+        box = self.find("//input[contains(@placeholder, 'metrics.rmse')]")
+        box.send_keys(Keys.CONTROL, "a")  # the modifier is held to the end of one send_keys call: select, then type
+        box.send_keys(Keys.BACK_SPACE, expression)
+        self.wait.until(lambda d: box.get_attribute("value") == expression)
+        box.send_keys(Keys.ENTER)
+        self.wait.until(lambda d: f"searchFilter={urllib.parse.quote_plus(expression)}&" in d.current_url)
+
+    def matching_runs(self, expected: int) -> int:
+        """The number of runs the page says match, once it says `expected` (or the wait runs out). Nested runs count
+        their parent too: a sort on a metric lists the matching runs flat."""
+        counter = "//*[contains(., 'matching runs')][not(*[contains(., 'matching runs')])]"
+        try:
+            self.wait.until(lambda d: self.find(counter).text.split()[0] == str(expected))
+        except TimeoutException:
+            pass
+        return int(self.find(counter).text.split()[0])
+
+    def sort_by(self, metric: str, descending: bool = True) -> None:
+        """Sort the runs by `metric` through the Sort menu (searching it by name), descending or ascending."""
+        direction = f"//button[@data-testid='sort-select-{'desc' if descending else 'asc'}']"
+        self.click("//button[contains(., 'Sort:')]")
+        self.click(direction)
+        if not any(e.is_displayed() for e in self.driver.find_elements(By.XPATH, direction)):  # the menu closed: open it again
+            self.click("//button[contains(., 'Sort:')]")
+        self.find("//input[@type='search'][@placeholder='Search']").send_keys(metric)
+        self.click(f"//*[@data-testid='sort-select-{metric}']")  # closes the menu
+        self.wait.until(lambda d: f"orderByKey={urllib.parse.quote_plus(f'metrics.`{metric}`')}&orderByAsc={str(not descending).lower()}"
+                        in d.current_url)
+
+    def listed_runs(self) -> list[str]:
+        """The run ids of the table's rows, top to bottom (the grid renders each row once per pinned section)."""
+        rows = {e.get_attribute("row-id"): int(e.get_attribute("row-index")) for e in self.driver.find_elements(By.XPATH, "//div[@role='row'][@row-id]")}
+        return sorted(rows, key=rows.get)
+
+    def compare(self, run_ids: list[str]) -> None:
+        """Tick the runs' checkboxes and press Compare; waits for the comparison page."""
+        for run_id in run_ids:
+            self.click(f"//div[@role='row'][@row-id='{run_id}']//*[contains(@class, 'ag-checkbox-input-wrapper')]")
+        self.click("//button[normalize-space(.)='Compare']")
+        self.wait.until(lambda d: "/compare-runs?" in d.current_url)
+        self.find("//button[@aria-label='Parameters - Show diff only']")
+
+    def compared_params(self, diff_only: bool = True) -> tuple[list[str], dict[str, list[str]]]:
+        """On the comparison page: (the runs' ids in column order, each param's values in that order), with the
+        Parameters section's "Show diff only" switched on (only params whose values differ) or off."""
+        switch = self.find("//button[@aria-label='Parameters - Show diff only']")
+        if (switch.get_attribute("aria-checked") == "true") != diff_only:
+            switch.click()
+            self.wait.until(lambda d: (switch.get_attribute("aria-checked") == "true") == diff_only)
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", switch)  # the params table in view
+        ids = [e.text.strip() for e in self.driver.find_elements(By.XPATH, "//tr[th[normalize-space(.)='Run ID:']]/th[a]")]
+        table = switch.find_element(By.XPATH, "./ancestor::*[contains(@class, 'collapse-content-box')]//table")
+        params = {row.find_element(By.TAG_NAME, "th").text.strip(): [td.text.strip() for td in row.find_elements(By.TAG_NAME, "td")]
+                  for row in table.find_elements(By.TAG_NAME, "tr")}
+        return ids, params
 
     def collapse_sidebar(self) -> None:
         """Hide the navigation sidebar to give the table its width."""
@@ -239,6 +328,7 @@ class Dashboard:
             selector = self.find(f"{field_xpath}//*[contains(@class, 'select-selector')]")
             self.driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('mousedown', {bubbles: true}))", selector)
             self.wait.until(lambda d: self.open_list())
+        self.driver.execute_script("arguments[0].scrollTop = 0", self.open_list())  # the list stays where the last pick left it
         for _ in range(OPTION_SCROLLS):
             matches = [e for e in self.driver.find_elements(By.CSS_SELECTOR, f"[class*=select-item-option][title='{option}']") if e.is_displayed()]
             if matches:

@@ -77,7 +77,7 @@ def markdown(df: pd.DataFrame) -> str:
         "Speedup of the co-optimised chip and placement (exact `search=bound` study over the whole `hw=phaze_grid`,",
         "1024 chips on `cluster=phaze_1024`, global batch 4096) over the TPUv4-like chip with the model's expert",
         "placement, for each `compat` switch alone (`compat=none compat.<switch>=true`; `phaze/compat.py`,",
-        "`phaze/workload/phaze_conventions.py`, reference/phaze-method.md §9), none (`compat=none`) and all (`compat=phaze`).",
+        "`phaze/workload/phaze_conventions.py`, docs/phaze-reference.md §9), none (`compat=none`) and all (`compat=phaze`).",
         f"Models: {', '.join(models)}." + (f" {SUBSET_NOTE}" if set(models) != set(ALL_MODELS) else ""),
         "",
         table.to_markdown(floatfmt=".2f"),

@@ -18,7 +18,7 @@ from phaze.schema import CompatCfg
 
 PHAZE_COMPUTE_PER_COMM_UNIT = 1000.0
 """PHAZE divides cycles by 1.05e6 although its clock is 1.05 GHz (compute in ms) and divides bytes by bytes/s
-(communication in s), then adds the two (reference/phaze-method.md §0, §9.1): communication weighs 1/1000 of
+(communication in s), then adds the two (docs/phaze-reference.md §0, §9.1): communication weighs 1/1000 of
 what it should against compute."""
 
 SWITCHES = tuple(f.name for f in dataclasses.fields(CompatCfg) if f.type in (bool, "bool"))
@@ -53,7 +53,7 @@ def expert_run_spaces(cfg, inp, space: Space) -> list[Space]:
     """The placement spaces to search on a point: [space], or under compat.baseline_in_optimum_run one per
     recompute setting, each with only the microbatches whose expert plan (model.expert) fits the point's HBM.
     PHAZE evaluates the fixed plan in every (mbs, HBM, recompute) run on every point, and one that does not fit
-    discards the run's optimised result too (reference/phaze-method.md §6.7), so its optimum always has a baseline."""
+    discards the run's optimised result too (docs/phaze-reference.md §6.7), so its optimum always has a baseline."""
     if not compat_of(cfg).baseline_in_optimum_run:
         return [space]
     expert = cfg.model.expert

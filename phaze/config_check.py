@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -29,8 +30,9 @@ from phaze.hardware.hbm import HBM_GENERATIONS
 from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
 from phaze.job_output import discard_job_output
 from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
+from phaze.placement.layouts import STAGE_LAYER_RULES
 from phaze.placement.memory import FP32_MASTER_BYTES_PER_PARAM, MASTER_BYTES_CHOICES, MOMENT_BYTES_CHOICES
-from phaze.plan_space import DIMENSIONS, options
+from phaze.plan_space import fixed_microbatches, fixed_plans, options
 from phaze.schedule.backends import BACKEND_CHOICES
 from phaze.search.evaluator import PLACEMENTS
 from phaze.search.samplers import SAMPLERS
@@ -43,9 +45,11 @@ from phaze.workload.model_rules import ACTIVATIONS, ATTENTION_IMPLEMENTATIONS, F
 EXIT_CONFIG = 2
 """Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
 POWER_OF_TWO_AXES = ("n_tc", "tc_rows", "tc_cols", "n_vc", "vc_width")
-"""Grid axes that PHAZE's space takes in powers of two (reference/phaze-method.md §3.2); point presets
+"""Grid axes that PHAZE's space takes in powers of two (docs/phaze-reference.md §3.2); point presets
 describe real chips (an A100 has 108 SMs) and are exempt."""
 MEMORY = "memory"
+FRONT_SAMPLERS = ("nsga2", "pareto")
+"""Samplers whose answer is a Pareto front (throughput against area, TDP), so search.top_n ranks nothing there."""
 SCHEMA_PREFIX = "base_"
 """Group entries that are schemas registered by phaze.schema, not choices (base_model, base_hw, ...)."""
 
@@ -237,6 +241,7 @@ def check_train(cfg, m) -> None:
                     "an fp32 master copy)", [int(FP32_MASTER_BYTES_PER_PARAM)])
     _choice(t.recompute_granularity, "train.recompute_granularity", RECOMPUTE_GRANULARITIES)
     _choice(t.step_model, "train.step_model", STEP_MODELS)
+    _choice(t.stage_layers, "train.stage_layers", STAGE_LAYER_RULES)
     if t.attention is not None:
         _choice(t.attention, "train.attention", ATTENTION_IMPLEMENTATIONS)
     recompute_options(t.recompute)
@@ -329,19 +334,26 @@ def check_layers_per_stage(cfg, model) -> None:
         return
     if not p.pp:
         raise ConfigError("placement.layers_per_stage: needs a fixed placement (placement.dp, placement.pp and placement.tp)")
-    vp = max(options(cfg, "vp"))
-    chunks = int(p.pp) * max(vp, 1)
+    chunks = [int(p.pp) * vp for vp in options(cfg, "vp")]
     counts = [int(n) for n in layers]
-    if len(counts) != chunks or sum(counts) != model.num_layers:
-        raise ConfigError(f"placement.layers_per_stage={counts}: must list pp x vp = {chunks} counts summing to "
+    if len(counts) not in chunks or sum(counts) != model.num_layers:
+        raise ConfigError(f"placement.layers_per_stage={counts}: must list pp x vp = {' or '.join(map(str, chunks))} counts summing to "
                           f"model.num_layers={model.num_layers}")
-    if min(counts) < 0 or (chunks > 2 and min(counts[1:-1]) < 1):
+    if min(counts) < 0 or (len(counts) > 2 and min(counts[1:-1]) < 1):
         raise ConfigError(f"placement.layers_per_stage={counts}: counts must be >= 0, and >= 1 for every stage but the first and last")
 
 
 def check_placement(cfg, model) -> None:
-    """A fixed placement: all three widths, within the cluster, a valid TP width, a microbatch for every replica."""
+    """A fixed placement: all three widths, within the cluster, a valid TP width, a microbatch for every replica, and
+    values of the fields it leaves unset that run with those it sets (phaze.plan_space.fixed_plans)."""
     p = cfg.placement
+    if isinstance(p.tp, Sequence) and not isinstance(p.tp, str):
+        widths = list(p.tp)
+        if not cfg.train.per_stage_tp:
+            raise ConfigError(f"placement.tp={widths}: the framework runs one TP width in every pipeline stage (train.per_stage_tp=false); "
+                              f"allowed: one width, e.g. placement.tp={widths[0]}")
+        raise ConfigError(f"placement.tp={widths}: a fixed placement takes one TP width; per-stage widths are searched "
+                          "(train.per_stage_tp=true) with placement.dp, pp and tp unset")
     for name in ("dp", "pp", "tp"):
         _positive(p[name], f"placement.{name}", allow_zero=True)
     check_dimensions(cfg, model)
@@ -350,18 +362,22 @@ def check_placement(cfg, model) -> None:
         return
     if not (p.dp and p.pp and p.tp):
         raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
+    if p.dp * p.pp * p.tp > cfg.cluster.devices:
+        raise ConfigError(f"placement.dp x pp x tp = {p.dp * p.pp * p.tp}: allowed is at most cluster.devices={cfg.cluster.devices}")
     cp = max(options(cfg, "cp"))
     if p.dp * p.pp * p.tp * cp > cfg.cluster.devices:
         raise ConfigError(f"placement.dp x pp x tp x cp = {p.dp * p.pp * p.tp * cp}: allowed is at most cluster.devices={cfg.cluster.devices}")
     if p.tp not in valid_tp_widths(model, list(cfg.train.tp_widths)):
         raise ConfigError(f"placement.tp={p.tp}: allowed values are {valid_tp_widths(model, list(cfg.train.tp_widths))} "
                           "(train.tp_widths that divide the model's heads, up to model.max_tp)")
-    if p.pp > model.num_layers:
-        raise ConfigError(f"placement.pp={p.pp}: allowed values are 1..model.num_layers={model.num_layers}")
-    for mbs in positive_ints(cfg.train.mbs, "train.mbs"):
-        if p.dp * mbs > cfg.train.global_batch:
-            raise ConfigError(f"placement.dp={p.dp}: with train.mbs={mbs} some replica gets no sequence of train.global_batch="
-                              f"{cfg.train.global_batch}; allowed: placement.dp <= {cfg.train.global_batch // mbs}")
+    if p.pp > model.num_layers and p.get("layers_per_stage") is None:
+        raise ConfigError(f"placement.pp={p.pp}: allowed values are 1..model.num_layers={model.num_layers} (more only with "
+                          "placement.layers_per_stage giving the first or last stage the embedding or the head alone)")
+    if not fixed_microbatches(cfg):
+        mbs = min(positive_ints(cfg.train.mbs, "train.mbs"))
+        raise ConfigError(f"placement.dp={p.dp}: with train.mbs={cfg.train.mbs} some replica gets no sequence of train.global_batch="
+                          f"{cfg.train.global_batch}; allowed: placement.dp <= {cfg.train.global_batch // mbs}")
+    fixed_plans(cfg)
 
 
 def check_storage(url: str | None) -> None:
@@ -384,6 +400,14 @@ def check_database_url(url: str, field: str, allowed: str) -> None:
         raise ConfigError(f"{field}={url!r}: not a usable database URL ({e}); allowed: {allowed}") from None
 
 
+def check_top_n(s) -> None:
+    """search.top_n: a positive integer, and 1 for the samplers whose answer is a Pareto front, not a ranking."""
+    if isinstance(s.top_n, bool) or not isinstance(s.top_n, int) or s.top_n <= 0:
+        raise ConfigError(f"search.top_n={s.top_n!r}: allowed values are positive integers (the designs the study ranks exactly)")
+    if s.sampler in FRONT_SAMPLERS and s.top_n != 1:
+        raise ConfigError(f"search.top_n={s.top_n}: allowed with search={s.sampler}: 1 (its answer is a Pareto front, not a ranking)")
+
+
 def check_search(cfg) -> None:
     """Sampler, objective, trial and worker counts, heartbeats, and a storage the workers can share."""
     s = cfg.search
@@ -397,6 +421,7 @@ def check_search(cfg) -> None:
     if s.objective == "throughput_per_tdp" and s.sampler == "nsga2":
         raise ConfigError("search.objective=throughput_per_tdp: allowed with samplers bound, grid, tpe (nsga2 optimises throughput vs area)")
     positive_ints(s.n_trials, "search.n_trials")
+    check_top_n(s)
     positive_ints(s.n_workers, "search.n_workers")
     positive_ints(s.heartbeat_interval_s, "search.heartbeat_interval_s")
     positive_ints(s.grace_period_s, "search.grace_period_s")
@@ -415,7 +440,7 @@ def check_search(cfg) -> None:
 
 FILE_STORE_SCHEMES = ("", "file")
 """URI schemes of MLflow's filesystem tracking store, which MLflow 3 refuses to build unless MLFLOW_ALLOW_FILE_STORE=true
-(mlflow/store/tracking/file_store.py; ../shared/reference/ecosystem.md, section 1.1)."""
+(mlflow/store/tracking/file_store.py; docs/dependencies.md §1.1)."""
 
 
 def check_tracking(t) -> None:
@@ -570,13 +595,9 @@ def checked(cfg, overrides=()):
 
 
 def check_fixed(cfg) -> None:
-    """A fixed placement needs one microbatch size, one recompute choice and one value of each dimension."""
+    """A fixed placement (dp, pp and tp) has at least one plan: the fields it leaves unset are searched over the values
+    consistent with those it sets (phaze.plan_space.fixed_plans)."""
     if cfg.placement.dp or cfg.placement.pp or cfg.placement.tp:
         if not (cfg.placement.dp and cfg.placement.pp and cfg.placement.tp):
             raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
-        if len(positive_ints(cfg.train.mbs, "train.mbs")) != 1 or len(recompute_options(cfg.train.recompute)) != 1:
-            raise ConfigError("train.mbs and train.recompute: a fixed placement takes one value of each")
-        for name in DIMENSIONS:
-            if len(options(cfg, name)) != 1:
-                raise ConfigError(f"placement.{name}: a fixed placement takes one value (train.{name}={options(cfg, name)} lists several); "
-                                  f"set placement.{name}")
+        fixed_plans(cfg)

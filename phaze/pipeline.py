@@ -15,7 +15,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from phaze.compat import compat_of, expert_run_spaces, network_for
-from phaze.config_values import positive_ints, recompute_options
+from phaze.config_values import positive_ints
 from phaze.cost.chip import unique_chips
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
@@ -25,7 +25,7 @@ from phaze.placement.breakdown import busiest_memory, busiest_time, memory_table
 from phaze.placement.memory import ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM
 from phaze.placement.plan import PlanCost, evaluate_plan
 from phaze.placement.solve import Space
-from phaze.plan_space import DIMENSIONS, LayerVariant, layer_variants, options, placement_space, training_model
+from phaze.plan_space import LayerVariant, fixed_plans, layer_variants, options, placement_space, training_model
 from phaze.schedule import LayerProblem, LayerSchedule, Prepared, heuristic_schedule, lower_bound_s, mode_bound_s, prepare_layer, schedule_layer, split_bound_s, split_ceiling_s
 from phaze.schedule.layer import uses_modes
 from phaze.schedule.streams import StreamOptions, stream_makespan
@@ -478,7 +478,8 @@ class PlacementSetup:
     chain: tuple[str, ...]
     """The part at each position of the chain (Workload.chain)."""
     space: Space
-    fixed: dict | None
+    fixed: list[dict] | None
+    """A fixed placement's plans (phaze.plan_space.fixed_plans), None for a search."""
     fp8: bool
     fields: dict
     """PlacementInput fields that do not depend on the point."""
@@ -510,7 +511,7 @@ class PlacementSetup:
             update_bytes_per_param_byte=float(cfg.train.update_bytes_per_param) / int(cfg.train.bytes_per_elem),
             overlap_slowdown=float(cfg.hw.overlap_slowdown),
         )
-        return cls(variants, part_sizes(workloads, tp_values, variants), any_w.chain, placement_space(cfg), fixed_plan(cfg),
+        return cls(variants, part_sizes(workloads, tp_values, variants), any_w.chain, placement_space(cfg), fixed_plans(cfg),
                    cfg.train.precision == "fp8", fields)
 
 
@@ -529,16 +530,6 @@ def placement_inputs(cfg, point: pd.DataFrame, workloads: dict[int, Workload], n
     return build
 
 
-def fixed_plan(cfg) -> dict | None:
-    """The placement cfg.placement fixes (dp, pp and tp set), as evaluate_fixed's arguments, else None."""
-    p = cfg.placement
-    if not (p.dp and p.pp and p.tp):
-        return None
-    one = {name: options(cfg, name)[0] for name in DIMENSIONS}
-    return dict(dp=int(p.dp), pp=int(p.pp), tp=int(p.tp), mbs=positive_ints(cfg.train.mbs, "train.mbs")[0],
-                recompute=recompute_options(cfg.train.recompute)[-1], layers_per_stage=p.get("layers_per_stage"), **one)
-
-
 def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Network, beat_seq_s: float | None = None,
            setup: PlacementSetup | None = None):
     """latencies -> the best placement on this point, or the fixed one when cfg.placement sets dp, pp and tp.
@@ -550,8 +541,8 @@ def placer(cfg, point: pd.DataFrame, workloads: dict[int, Workload], network: Ne
 
     def place(latencies) -> PlacementResult | None:
         inp = inputs(latencies)
-        if setup.fixed is not None:
-            return evaluate_fixed(inp, **setup.fixed)
+        if setup.fixed is not None:  # the best of the fixed placement's plans; where none fits, the one needing least memory
+            return max((evaluate_fixed(inp, **plan) for plan in setup.fixed), key=lambda r: (r.throughput_seq_s, -r.memory_per_device_bytes))
         found = [r for r in (optimize(inp, space=s, cutoff_s=cutoff_s) for s in expert_run_spaces(cfg, inp, setup.space)) if r is not None]
         return max(found, key=lambda r: r.throughput_seq_s, default=None)
 

@@ -18,11 +18,13 @@ from phaze.config import models_of
 from phaze.config_check import checked, refusing_bad_config, run_cli
 from phaze.kernels import start_warm_up
 from phaze.report.breakdown import best_explanations, breakdown_figure
-from phaze.report.study import display_table, final_table, history_figure, scatter_figure
+from phaze.report.runs import BEST_TRIAL_TAG, TOP_TABLE, best_metrics, best_trial_number, finite, fitting_throughput, top_trials_table
+from phaze.report.study import MISSING, display_table, final_table, headline, history_figure, scatter_figure, study_summary
+from phaze.report.study import top_table as study_top_table
 from phaze.report.timeline import timeline_figure
 from phaze.search.pareto import exact_fronts, fronts_figure
 from phaze.search.study import run_study, study_name, tracker_for
-from phaze.tracking import resolve_tracking_uri
+from phaze.tracking import dashboard_url, resolve_tracking_uri
 from phaze.pipeline import microbatch_sizes, workload_jobs
 from phaze.summary import WorkloadSummary, workload_summary
 from phaze.workload.extract import extract_jobs, workload_job
@@ -57,10 +59,11 @@ def main(cfg) -> None:
         return
     outcome = run_study(cfg, tracker)
     table = final_table(outcome)
-    print(f"\nstudy {study_name(cfg)}: {outcome.n_trials} trials, {outcome.n_pruned} pruned, "
-          f"{outcome.n_skipped} passed over on their bound, {outcome.n_full_evals} fully evaluated "
-          f"({outcome.n_full_evals / len(outcome.evaluator):.3%} of {len(outcome.evaluator)} points), {outcome.wall_s:.0f} s")
-    print(display_table(table).to_string(index=False))
+    print(f"\n{study_summary(outcome, study_name(cfg))}")
+    print(f"\n{headline(outcome)}")
+    ranked = "the best design" if len(outcome.top) == 1 else f"the {len(outcome.top)} best designs, ranked"
+    print(f"\n{ranked} (search.top_n={cfg.search.top_n}), then the baseline chip:")
+    print(display_table(study_top_table(outcome)).to_string(index=False, na_rep=MISSING))
     explanations = best_explanations(outcome)
     for model, e in explanations.items():
         print(f"\n{model} on the best point, per pipeline stage (s; each row sums to the time per batch):")
@@ -70,22 +73,20 @@ def main(cfg) -> None:
     if phaze_world(cfg):
         print(f"\nnote: this is PHAZE's world (hw={cfg.hw.name}, cluster={cfg.cluster.name}: DRAM at a fixed bandwidth, one flat "
               "4 GiB/s link per chip, ideal cores), and its MFUs are that world's; hw=modern_grid, the GPU presets and "
-              "cluster=dgx_h100 / tpuv4_pod model today's chips (README, 'A realistic world').")
+              "cluster=dgx_h100 / tpuv4_pod model today's chips (docs/realistic-world.md).")
     if tracker is not None:
-        tracker.log_params({"model": "+".join(m.name for m in (cfg.models or [cfg.model])), "hw": cfg.hw.name, "cluster": cfg.cluster.name,
-                            "search.sampler": cfg.search.sampler, "search.objective": cfg.search.objective})
-        best_area = float(outcome.evaluator.points.area_mm2.iloc[outcome.best_index]) if outcome.best is not None else None
+        best_number = best_trial_number(outcome.study)
         tracker.finish(
             metrics={
-                **model_metrics,
-                "best.throughput_seq_s": outcome.best.throughput_seq_s if outcome.best else None, "best.area_mm2": best_area,
+                **model_metrics, **best_metrics(outcome.study),
                 "grid_size": len(outcome.evaluator), "n_trials": outcome.n_trials, "n_pruned": outcome.n_pruned,
-                "n_skipped": outcome.n_skipped, "n_full_evals": outcome.n_full_evals, "baseline.throughput_seq_s": outcome.baseline.throughput_seq_s,
-                "speedup_vs_baseline": outcome.speedup, "speedup_vs_baseline_searched": outcome.speedup_searched if outcome.baseline_searched is not None else None,
+                "n_skipped": outcome.n_skipped, "n_full_evals": outcome.n_full_evals, "baseline.throughput_seq_s": fitting_throughput(outcome.baseline),
+                "speedup_vs_baseline": finite(outcome.speedup), "speedup_vs_baseline_searched": finite(outcome.speedup_searched),
                 "wall_s": outcome.wall_s,
                 "logging_s_per_trial": tracker.overhead_per_trial_s,
             },
-            tables={"best_strategy.json": table,
+            tags={} if best_number is None else {BEST_TRIAL_TAG: best_number},
+            tables={"best_strategy.json": table, TOP_TABLE: top_trials_table(outcome.study, cfg.search.top_n),
                     **{f"breakdown_time_{m}.json": e.time_s.reset_index() for m, e in explanations.items()},
                     **{f"breakdown_memory_{m}.json": e.memory_gib.reset_index() for m, e in explanations.items()}},
             figures={"throughput_vs_area.png": scatter_figure(outcome), "optimization_history.png": history_figure(outcome),
@@ -93,7 +94,7 @@ def main(cfg) -> None:
                      **{f"timeline_{m}.png": timeline_figure(e.cost, f"{m} on the best point: one training step") for m, e in explanations.items()}},
         )
         print(f"logged study to MLflow run {tracker.parent_id} (experiment {cfg.tracking.experiment})")
-        print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}")
+        print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}, then {dashboard_url(tracker.experiment_id)}")
 
 
 def model_summaries(cfg) -> dict[str, WorkloadSummary]:
@@ -116,8 +117,6 @@ def report_fronts(cfg, tracker, model_metrics: dict) -> None:
               f"evaluation {front.n_ilp}; {front.wall_s:.0f} s")
         print(display_table(front.table).to_string(index=False))
     if tracker is not None:
-        tracker.log_params({"model": "+".join(m.name for m in (cfg.models or [cfg.model])), "hw": cfg.hw.name, "cluster": cfg.cluster.name,
-                            "search.sampler": cfg.search.sampler})
         metrics = {**model_metrics, "grid_size": len(ev)}
         for front in fronts:
             metrics.update({f"front_{front.cost}.points": len(front.table), f"front_{front.cost}.evaluated": front.n_evaluated,
@@ -125,7 +124,7 @@ def report_fronts(cfg, tracker, model_metrics: dict) -> None:
         tracker.finish(metrics=metrics, tables={f"pareto_{f.cost}.json": f.table for f in fronts},
                        figures={"pareto_fronts.png": fronts_figure(ev, fronts, f"{'+'.join(ev.model_names)} on {cfg.hw.name}")})
         print(f"logged the fronts to MLflow run {tracker.parent_id} (experiment {cfg.tracking.experiment})")
-        print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}")
+        print(f"open the dashboard: mlflow ui --backend-store-uri {resolve_tracking_uri(cfg.tracking.uri)}, then {dashboard_url(tracker.experiment_id)}")
 
 
 if __name__ == "__main__":

@@ -274,6 +274,11 @@ class TrainCfg:
     # none | selective (attention core) | full, or booleans (false = none, true = full); one or a list.
     recompute: Any = field(default_factory=lambda: [False, True])
     tp_widths: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    # Whether a pipeline's stages may differ in TP width (PHAZE's plans; false: one width in every stage, as every
+    # framework runs) and which layers per stage the framework runs: any | even_middle (Megatron-Core: the first and
+    # last stages free, the middle even) | even (phaze.placement.layouts).
+    per_stage_tp: bool = True
+    stage_layers: str = "any"
     recompute_granularity: str = "layer"  # layer = Megatron per-layer checkpoints | stage = PHAZE's stage-input checkpoint
     # ZeRO stages 0..3, Megatron sequence parallelism, interleaved chunks per rank, context-parallel widths and
     # TP communication overlap to search (one value or a list each).
@@ -337,7 +342,8 @@ class PlacementCfg:
 
     dp: int = 0
     pp: int = 0
-    tp: int = 0
+    # One TP width for every stage (a list, one per stage, is refused by name: phaze.config_check.check_placement).
+    tp: Any = 0
     zero: Optional[int] = None  # 0..3
     sp: Optional[bool] = None
     vp: int = 0
@@ -363,6 +369,9 @@ class SearchCfg:
     # Branch and bound keeps only points that could beat the best by more than this fraction: 0 finds the optimum
     # (of the scheduled latencies); 0.01 proves the answer within 1% of it, as a MILP's relative gap does.
     rel_gap: float = 0.0
+    # The study's answer is its N best designs, exactly: branch and bound prunes against the N-th best value found (1:
+    # the best alone, the cheapest). nsga2 and pareto answer with a Pareto front instead and take 1 (conf/search).
+    top_n: int = 5
     # A common study (several models, search=bound) first runs each model's own study and caps the model's
     # throughput at every point by its optimum: far tighter than the work bound, at the cost of those studies.
     model_caps: bool = True
@@ -389,7 +398,7 @@ class TrackingCfg:
 
 @dataclass
 class CompatCfg:
-    """PHAZE-code conventions this project does not copy (reference/phaze-method.md §9), each a switch,
+    """PHAZE-code conventions this project does not copy (docs/phaze-reference.md §9), each a switch,
     all off by default: `compat=phaze` turns every one on to measure how much of PHAZE's speedup they explain."""
 
     name: str = "none"

@@ -83,6 +83,8 @@ CASES = [
     (["compat.compute_ms=maybe"], "compat.compute_ms", "not a valid bool"),
     (["search.objective=latency"], "search.objective", "throughput_per_tdp"),
     (["search.n_trials=0"], "search.n_trials", "positive"),
+    (["search.top_n=0"], "search.top_n", "positive integers"),
+    (["search=nsga2", "search.top_n=3"], "search.top_n", "allowed with search=nsga2: 1"),
     (["search.n_workers=0"], "search.n_workers", "positive"),
     (["workload_processes=0"], "workload_processes", "positive"),
     (["search.rel_gap=-0.01"], "search.rel_gap", "[0, 1)"),
@@ -98,7 +100,7 @@ CASES = [
     (["schedule.backend=cplex"], "schedule.backend", "highs"),
     (["schedule.mode_search=sometimes"], "schedule.mode_search", "bool"),
     (["placement.dp=4"], "placement.dp", "all three"),
-    (["train.global_batch=16", "placement.dp=16", "placement.pp=1", "placement.tp=1"], "placement.dp", "placement.dp <= 8"),
+    (["train.global_batch=16", "train.mbs=[2,4]", "placement.dp=16", "placement.pp=1", "placement.tp=1"], "placement.dp", "placement.dp <= 8"),
     (["placement.dp=4", "placement.pp=2", "placement.tp=4"], "placement.dp x pp x tp", "cluster.devices=16"),
     # the modern placement dimensions (issue 12)
     (["placement.zero=4"], "placement.zero", "0, 1, 2, 3"),
@@ -121,6 +123,19 @@ CASES = [
      "placement.vp", "allowed with placement.pp=2: [1]"),
     (["placement.dp=8", "placement.pp=2", "placement.tp=1", "placement.layers_per_stage=[1,2]"],
      "placement.layers_per_stage", "summing to model.num_layers=2"),
+    # a partly fixed placement: refused only where no value of an unset field fits (issue 45)
+    (["train=megatron", "train.cp=[2]", "placement.dp=8", "placement.pp=1", "placement.tp=2"],
+     "placement.cp (unset): no value of train.cp=[2] fits", "dp x pp x tp x cp = 16 x cp at most cluster.devices=16"),
+    (["train=megatron", "train.vp=[2,4]", "placement.dp=8", "placement.pp=1", "placement.tp=2"],
+     "placement.vp (unset): no value of train.vp=[2, 4] fits", "vp 1, or pp >= 2"),
+    ([*MOE, "train=megatron", "train.zero=[2,3]", "train.ep=[2]", "placement.dp=8", "placement.pp=1", "placement.tp=2"],
+     "placement.zero, sp, tp_comm_overlap and ep", "zero=[2, 3], sp=[False, True], tp_comm_overlap=[False], ep=[2]"),
+    # launchable plans (issue 45): one TP width under a framework preset, the stage-layer rules by name
+    (["train=megatron", "train.tp_widths=[1,2]", "placement.dp=4", "placement.pp=2", "placement.tp=[2,1]"],
+     "placement.tp=[2, 1]", "allowed: one width, e.g. placement.tp=2"),
+    (["train=fsdp", "train.tp_widths=[1,2]", "placement.dp=4", "placement.pp=2", "placement.tp=[1,2]"], "placement.tp=[1, 2]", "one width"),
+    (["placement.dp=4", "placement.pp=2", "placement.tp=[2,1]"], "placement.tp=[2, 1]", "per-stage widths are searched"),
+    (["train=megatron", "train.tp_widths=[1,2]", "train.stage_layers=uneven"], "train.stage_layers", "even_middle"),
     # mixtures of experts (issue 13)
     ([*MOE, "model.experts_per_token=6"], "model.experts_per_token", "model.num_experts=4"),
     ([*MOE, "train=megatron", "train.tp_widths=[1,2]", "placement.ep=3"], "placement.ep", "divisors of the experts"),

@@ -1,4 +1,4 @@
-"""The compat switches (PHAZE-code conventions, reference/phaze-method.md §9): each one's hand-checkable effect,
+"""The compat switches (PHAZE-code conventions, docs/phaze-reference.md §9): each one's hand-checkable effect,
 and compat=none reproducing the default numbers exactly."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from phaze.hardware import Accelerator, area_budget_mm2, enumerate_space, refere
 from phaze.hardware.space import TPUV4_LIKE, grid_axes
 from tests.conftest import compose_cfg
 
-# PHAZE's closed-form area (reference/phaze-method.md §3.3), written out independently of phaze.hardware.
+# PHAZE's closed-form area (docs/phaze-reference.md §3.3), written out independently of phaze.hardware.
 L2A = dict(zip([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
                [6133.98, 8248.43, 12610.5, 22139.9, 38583.0, 63338.4, 115579, 204764, 446565, 897890, 1634130]))
 GLBA = dict(zip([2, 4, 8, 16, 32, 64, 128], [3338220, 6078640, 11952400, 23745200, 46750900, 88605700, 175423000]))

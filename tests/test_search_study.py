@@ -32,7 +32,8 @@ TINY_MODEL = [
 def base(tmp_path_factory):
     cache = tmp_path_factory.mktemp("search-cache")
     return TINY_MODEL + ["hw=tiny_grid", "hw.inter_op_parallel=false", f"cache_dir={cache}", f"schedule.cache_dir={cache}/schedule",
-                         "search.storage=memory", "tracking.enabled=false", "search.seed=3"]
+                         "search.storage=memory", "tracking.enabled=false", "search.seed=3",
+                         "search.top_n=1"]  # a study of its best alone (tests/test_top_n.py: the top N)
 
 
 def study(base, *overrides):
@@ -118,10 +119,11 @@ def test_study_logs_one_child_per_trial(base, tmp_path):
     runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
     assert len(runs) == out.n_trials == 25
     assert sorted(pd.to_numeric(runs["params.trial_number"]).tolist()) == list(range(25))
-    full = runs[runs["tags.pruned"] == "False"]
+    assert runs["tags.status"].isin(["evaluated", "pruned"]).all()  # every plan of the tiny model fits: none infeasible
+    full = runs[runs["tags.status"] == "evaluated"]
     for column in ["metrics.throughput_seq_s", "metrics.area_mm2", "metrics.time_per_batch_s", "metrics.mfu",
-                   "metrics.memory_per_device_gib", "metrics.ilp_s", "metrics.dp_s", "params.hw.n_tc", "params.place.dp",
-                   "params.place.pp", "params.place.tp", "params.train.mbs", "params.train.recompute"]:
+                   "metrics.memory_per_device_gib", "metrics.ilp_s", "metrics.dp_s", "params.hw.n_tc", "params.placement.dp",
+                   "params.placement.pp", "params.placement.tp", "params.train.mbs", "params.train.recompute"]:
         assert column in runs.columns and full[column].notna().all(), column
 
 

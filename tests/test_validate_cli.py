@@ -10,7 +10,11 @@ import pytest
 
 from phaze.config import compose_config
 from phaze.config_check import check_config, check_fixed
-from phaze.report.validation import RUNS_CSV, load_runs, run_overrides
+from phaze.report.validation import (
+    RUNS_CSV, Comparison, comparison_table, error_summary, load_runs, ratio_table, run_overrides,
+)
+from phaze.report.validation_page import markdown_page
+from phaze.validate import summary_lines
 
 KORTHIKANTI_22B = ("kor22_t5_22B", "kor22_t5_22B_full")
 """Korthikanti et al. 2022 Table 5, 22B on 8 A100s: SP + selective recompute, and full recompute."""
@@ -69,6 +73,37 @@ def test_cli_reports_runs_ratio_summary_and_logs_to_mlflow(tmp_path):
     assert 0 <= logged["metrics.median_abs_error"].iloc[0] < 0.2
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(logged["run_id"].iloc[0])}
     assert {"predicted_vs_measured.png", "validation.csv"} <= artifacts
+
+
+def test_a_run_the_model_finds_infeasible_is_a_result_counted_with_the_others():
+    """Two runs, 10% and 30% too fast, the second over the model's memory: both in the errors (median 20%, max 30%),
+    the second said infeasible in the model, on the console and on the page."""
+    runs = load_runs()
+    runs = runs[runs.id.isin(KORTHIKANTI_22B)]
+    fits, over = (Comparison(rid, 100.0, predicted, 0.4, 50.0, float("nan"), 1.0, reason=reason)
+                  for rid, predicted, reason in ((KORTHIKANTI_22B[0], 110.0, ""), (KORTHIKANTI_22B[1], 130.0, "stage(s) [0] exceed HBM")))
+    summary = error_summary([fits, over])
+    assert summary["n_runs"] == 2 and summary["n_infeasible"] == 1
+    assert summary["median_abs_error"] == pytest.approx(0.2) and summary["max_abs_error"] == pytest.approx(0.3)
+    lines = summary_lines(summary, [fits, over])
+    assert lines[0] == "median absolute error 20.0%, max 30.0% over 2 runs"
+    assert lines[1:] == ["1 run infeasible in the model (they ran); counted above at their plan's time per batch:",
+                         f"  {KORTHIKANTI_22B[1]}: stage(s) [0] exceed HBM"]
+    page = markdown_page(comparison_table([fits, over], runs), ratio_table([fits, over], runs), summary, "runs.csv", 1.0)
+    assert f"**1 run infeasible in the model (they ran)**: {KORTHIKANTI_22B[1]} (the `infeasible` column says why)" in page
+
+
+@pytest.mark.slow
+def test_a_run_over_the_models_memory_exits_0_and_is_reported(tmp_path):
+    """Korthikanti's 22B run on A100s of 20 GiB (it needs 52 GiB in the model): evaluated, shown infeasible, exit 0."""
+    runs = load_runs()
+    runs = runs[runs.id == KORTHIKANTI_22B[0]].assign(overrides="hw.hbm_gib=[20]")
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    proc = validate(tmp_path, f"validate.runs={tmp_path / 'runs.csv'}", "tracking.enabled=false", f"validate.markdown={tmp_path / 'page.md'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "over 1 runs" in proc.stdout and "1 run infeasible in the model (they ran)" in proc.stdout
+    assert f"  {KORTHIKANTI_22B[0]}: stage(s) [0] exceed HBM" in proc.stdout
+    assert f"**1 run infeasible in the model (they ran)**: {KORTHIKANTI_22B[0]}" in (tmp_path / "page.md").read_text()
 
 
 def test_missing_runs_file_exits_2_naming_the_field(tmp_path):

@@ -1,7 +1,7 @@
 """Vector-core cycles per element by aten operator: PHAZE's (WHAM's) per-op cycle constants.
 
 Source: WHAM perf_wrappers/vector_core_estimator.py and op_to_compute.py, as listed in
-reference/phaze-method.md §4.3 and §10 (forward / backward columns). Operators not listed take one
+docs/phaze-reference.md §4.3 and §10 (forward / backward columns). Operators not listed take one
 cycle per element (add, mul, copies, casts, layer norm, ...).
 """
 

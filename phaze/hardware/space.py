@@ -1,7 +1,7 @@
 """The accelerator design space: the points of a hardware config, their derived columns (per-core
 buffers, peak rates, derating, area, TDP), and the area / power budget that decides which points are valid.
 
-PHAZE's rule (reference/phaze-method.md §3.2): keep a point when
+PHAZE's rule (docs/phaze-reference.md §3.2): keep a point when
 `area_min_fraction * A_max <= area <= A_max`, single-tensor-core and single-vector-core points being
 exempt from the lower bound, A_max being the TPUv4-like reference point's area under the same model.
 """
@@ -23,7 +23,7 @@ STACK_AXES = ("hbm_stacks", "hbm_generation")
 """The stack model's HBM axes (hw.hbm_stacks, hw.hbm_generation); `hbm_gib` is then derived from them."""
 
 TPUV4_LIKE = {"n_tc": 8, "tc_rows": 128, "tc_cols": 128, "n_vc": 2, "vc_width": 128, "glb_mib": 128, "hbm_gib": 32}
-"""PHAZE's area reference `max_acc_config` (Estimator/architecture.py, reference/phaze-method.md §3.3):
+"""PHAZE's area reference `max_acc_config` (Estimator/architecture.py, docs/phaze-reference.md §3.3):
 8 tensor cores of 128x128, 2 vector cores of width 128, 128 MiB on-chip buffer; HBM 32 GiB as TPUv4."""
 TPUV4_HBM_STACKS = {"hbm_stacks": 4, "hbm_generation": "hbm2"}
 """The same 32 GiB as stacks, for a space under the stack model: TPUv4's package holds 4 HBM2 stacks

@@ -29,7 +29,7 @@ i..j one part at a time accumulates its weights, saved bytes, inputs and largest
 rebuild (saved - input), and the memory of every checkpoint model only grows with j.
 
 The per-stage formulas live here with the kernels: Numba's cache only tracks the file of each
-compiled function (reference/ecosystem.md §5), so helpers in another file could go stale.
+compiled function (docs/dependencies.md §5), so helpers in another file could go stale.
 """
 
 from __future__ import annotations
@@ -253,8 +253,9 @@ def _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline):
 
 @njit(cache=True)
 def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
-                  per_layer, timeline, cap, q_max, k_max, rep_k, rep_m, bound, front_cap):
-    """Fronts of the cells (q, 0, k) for q <= q_max, k <= k_max (k in units of `widths`).
+                  per_layer, timeline, cap, q_max, k_max, rep_k, rep_m, bound, front_cap, allowed, last_part):
+    """Fronts of the cells (q, 0, k) for q <= q_max, k <= k_max (k in units of `widths`), of plans whose every
+    stage i..j is `allowed[i, j]` (j <= last_part[i]: phaze.placement.layouts).
 
     A layer q is kept as a pool of points with start/count per cell (i, k); the cells of one i
     are built in a row buffer of `front_cap` points each, then appended to the pool.
@@ -304,13 +305,15 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, t
                     continue
                 k_hi = min(k_max, t + (q - 1) * t_max)
                 st = new_stage()
-                for j in range(i, n - q + 1):
+                for j in range(i, min(n - q, last_part[i]) + 1):
                     extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline)
                     if not stage_fits(st, inb[wi, i], inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
                         break
                     core, load, z = _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline)
                     if core * slots[k_lo] > bound:
                         break
+                    if not allowed[i, j]:
+                        continue
                     for k in range(k_lo, k_hi + 1):
                         if load * slots[k] > bound:
                             break
@@ -351,8 +354,8 @@ def pareto_fronts(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, t
 
 @njit(cache=True)
 def _reachable(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
-               per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap):
-    """reach[q, i, k]: parts i.. fit q stages on k devices with every stage load <= load_cap and tail <= tail_cap."""
+               per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap, allowed, last_part):
+    """reach[q, i, k]: parts i.. fit q allowed stages on k devices with every stage load <= load_cap and tail <= tail_cap."""
     n_w, n = fwd.shape
     reach = np.zeros((q_star + 1, n + 1, k_star + 1), np.bool_)
     reach[0, n, 0] = True
@@ -365,14 +368,14 @@ def _reachable(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, tran
                 if t > k_star:
                     continue
                 st = new_stage()
-                for j in range(i, n - q + 1):
+                for j in range(i, min(n - q, last_part[i]) + 1):
                     extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline)
                     if not stage_fits(st, inb[wi, i], inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
                         break
                     core, load, z = _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline)
                     if core > load_cap or _tail_core(st, z, wi, j, send, timeline) > tail_cap:
                         break
-                    if load > load_cap or z > tail_cap:
+                    if not allowed[i, j] or load > load_cap or z > tail_cap:
                         continue
                     for k in range(t, k_star + 1):
                         if reach[q - 1, j + 1, k - t]:
@@ -388,11 +391,12 @@ def _tail_core(st, z, wi, j, send, timeline):
 
 @njit(cache=True)
 def reconstruct(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
-                per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap):
-    """Stages (first_part, last_part, width index) of a q_star-stage, k_star-device plan meeting the caps; ok flag."""
+                per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap, allowed, last_part):
+    """Stages (first_part, last_part, width index) of a q_star-stage, k_star-device plan of allowed stages meeting the
+    caps; ok flag."""
     n_w, n = fwd.shape
     reach = _reachable(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, transient_copies, hbm_bytes, recompute,
-                       per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap)
+                       per_layer, timeline, cap, q_star, k_star, load_cap, tail_cap, allowed, last_part)
     stages = np.full((q_star, 3), -1, np.int64)
     if not reach[q_star, 0, k_star]:
         return stages, False
@@ -407,14 +411,14 @@ def reconstruct(fwd, bwd, prm, sav, inb, recv, send, tl, widths, state_mult, tra
             if t > k or found:
                 continue
             st = new_stage()
-            for j in range(i, n - q + 1):
+            for j in range(i, min(n - q, last_part[i]) + 1):
                 extend_stage(st, wi, j, fwd, bwd, prm, sav, inb, tl, rcs, per_layer, timeline)
                 if not stage_fits(st, inb[wi, i], inflight, rcs, per_layer, state_mult, transient_copies, hbm_bytes):
                     break
                 core, load, z = _stage_values(st, wi, i, j, recv, send, rcs, per_layer, timeline)
                 if core > load_cap or _tail_core(st, z, wi, j, send, timeline) > tail_cap:
                     break
-                if load <= load_cap and z <= tail_cap and reach[q - 1, j + 1, k - t]:
+                if allowed[i, j] and load <= load_cap and z <= tail_cap and reach[q - 1, j + 1, k - t]:
                     stages[q_star - q, 0] = i
                     stages[q_star - q, 1] = j
                     stages[q_star - q, 2] = wi

@@ -3,7 +3,7 @@
 Optimizer accounting per parameter (mixed precision, ZeRO: Rajbhandari et al. 2020, arXiv 1910.02054,
 §3.1 and §5): weights and gradients in the training precision, plus for Adam fp32 momentum and variance
 (8 bytes) and, below fp32, an fp32 master copy (4 bytes): 2 + 2 + 12 = 16 bytes per parameter in fp16.
-SGD is weights + gradients, as PHAZE (reference/phaze-method.md §6.3), no momentum buffer; `none` (inference)
+SGD is weights + gradients, as PHAZE (docs/phaze-reference.md §6.3), no momentum buffer; `none` (inference)
 the weights alone.
 ZeRO shards over the gradient-reduction group (data x context parallel ranks): stage 1 the optimizer
 state, stage 2 also the gradients, stage 3 also the weights (ZeRO §5, Pos / Pos+g / Pos+g+p).

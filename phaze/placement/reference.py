@@ -1,5 +1,5 @@
 """Plain-Python placement DP (same cost model as the Numba one, no pruning, one run per data-parallel
-degree and p2p link kind) and a brute-force enumerator of every plan of a space; both kept for tests."""
+degree, p2p link kind and stage layout) and a brute-force enumerator of every plan of a space; both kept for tests."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import itertools
 from phaze.placement.dp import extend_stage, inflight_microbatches, new_stage, stage_core_s, stage_fits, stage_recomputes
 from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
+from phaze.placement.layouts import Layout, layouts, rule_breach, stage_layer_counts
 from phaze.placement.plan import Plan, PlanCost, evaluate_plan
 from phaze.placement.result import PlacementResult, result_from_cost
 from phaze.placement.solve import Group, Space, _configs, _kernel_args, _state, _timeline, chain_arrays, replica_counts, timeline_groups
@@ -41,8 +42,9 @@ def _insert(front: list, point: tuple) -> None:
     front.append(point)
 
 
-def pareto_fronts(inp, config, chain, group: Group, k_max) -> dict[tuple[int, int], list]:
-    """{(q, k): Pareto points (L, Z, stage, child)} for the whole chain in q stages on k devices."""
+def pareto_fronts(inp, config, chain, group: Group, k_max, layout: Layout) -> dict[tuple[int, int], list]:
+    """{(q, k): Pareto points (L, Z, stage, child)} for the whole chain in q stages on k devices, each stage
+    one the layout allows."""
     n = inp.num_parts
     timeline = inp.timeline_mode(config.zero)
     per_layer = inp.per_layer_recompute
@@ -64,6 +66,8 @@ def pareto_fronts(inp, config, chain, group: Group, k_max) -> dict[tuple[int, in
                     _extend(st, wi, j, *arrays[:5], tl, rcs, per_layer, timeline)
                     if not _fits(st, chain.inb[wi, i], inflight, rcs, per_layer, mult, transient, float(inp.hbm_bytes)):
                         break
+                    if not layout.allowed[i, j]:
+                        continue
                     core, tail = _core(st, chain.recv[wi, i], rcs, per_layer, timeline)
                     load = core + chain.send[wi, j]
                     if timeline:
@@ -98,15 +102,16 @@ def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=N
              space: Space | None = None) -> PlacementResult | None:
     """The optimum by the plain-Python DP (plus the enumerated interleaved plans), costed by the plan evaluator; None if nothing fits."""
     space = _space(recompute_options, mbs_options, per_stage_tp, space)
+    stage_layouts = layouts(inp.num_pre, inp.num_layers, inp.num_parts, space.stage_layers)
     best_time, best_plan = float("inf"), None
     for config in _configs(inp, space):
         fields_ = config.plan_fields(inp)
         for tp_idx in _width_sets(inp, config.vi, space.per_stage_tp) if 1 in space.vp else []:
             for same_node in (True, False):
                 chain = chain_arrays(inp, config.vi, config.recompute, tp_idx, same_node)
-                for group in _groups(inp, fields_["mbs"], chain.widths, fields_["ep"]):
+                for group, layout in itertools.product(_groups(inp, fields_["mbs"], chain.widths, fields_["ep"]), stage_layouts):
                     d, m, k_d = group.replicas[0]
-                    fronts = pareto_fronts(inp, config, chain, group, min(k_d, group.k_max))
+                    fronts = pareto_fronts(inp, config, chain, group, min(k_d, group.k_max), layout)
                     for (q, k), points in fronts.items():
                         if pipeline_in_one_node(k, inp.network.node_size) != same_node:
                             continue
@@ -159,7 +164,8 @@ def _interleaved_plans(inp: PlacementInput, space: Space, config):
 
 def brute_force(inp: PlacementInput, recompute_options=(False, True), mbs_options=None, per_stage_tp: bool = True,
                 space: Space | None = None) -> PlanCost | None:
-    """The cheapest feasible plan over every (stage split, TP widths, d) of every configuration of the space."""
+    """The cheapest feasible plan over every (stage split the space's stage_layers rule allows, TP widths, d) of every
+    configuration of the space."""
     space = _space(recompute_options, mbs_options, per_stage_tp, space)
     best = None
     for config in _configs(inp, space):
@@ -168,6 +174,8 @@ def brute_force(inp: PlacementInput, recompute_options=(False, True), mbs_option
         for width_idx in _width_sets(inp, config.vi, space.per_stage_tp) if 1 in space.vp else []:
             widths = [int(inp.tp_values[ti]) for ti in width_idx]
             for bounds in _splits(inp.num_parts):
+                if rule_breach(stage_layer_counts(bounds, inp.num_pre, inp.num_layers), space.stage_layers):
+                    continue
                 for tps in itertools.product(widths, repeat=len(bounds)):
                     for d, _, _ in replica_counts(inp, fields_["mbs"], inp.tp_values[list(width_idx)] * fields_["cp"], fields_["ep"]):
                         if d * sum(tps) * fields_["cp"] <= inp.devices:

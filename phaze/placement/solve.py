@@ -14,7 +14,10 @@ keeps the minimum:
 Kernel runs are visited by a lower bound on their time, L (m + q - 1) with the bottleneck load L at least
 the least device-seconds of a microbatch spread over the pipeline's k devices and at least the slowest
 part, and q >= k / widest stage, and skipped once it cannot beat the best plan. Single-width pipelines
-are solved first (cheap: k = q t); their best time bounds the per-stage-width runs. Interleaved
+are solved first (cheap: k = q t); their best time bounds the per-stage-width runs (a framework preset,
+Space.per_stage_tp False, has only those). Under a framework's rule for layers per stage (Space.stage_layers,
+phaze.placement.layouts) each run is solved once per layout, the kernel keeping only the stages it allows, until a
+layout's least time (its middle stages' layers at the fastest layer's time) cannot beat the best plan. Interleaved
 schedules (vp > 1) take Megatron's uniform chunks, so their plans are enumerated, in increasing order of
 a bound from each rank's compute, sends and optimizer update, with a memory test before any is costed.
 The optimum is rebuilt as a plan, re-costed from scratch and checked.
@@ -33,6 +36,7 @@ from phaze.placement.check import PlacementCheckError, check_result
 from phaze.placement.fixed import megatron_stage_bounds
 from phaze.placement.inputs import PlacementInput
 from phaze.placement.kept import Kept
+from phaze.placement.layouts import Layout, layouts
 from phaze.placement.plan import Plan, chain_arrays_of, evaluate_plan, interleaved_chunk_inflight, recompute_mode
 from phaze.placement.result import PlacementResult, result_from_cost
 from phaze.placement.stepcomm import replicas_within, timeline_arrays
@@ -65,7 +69,9 @@ class Space:
     tp_comm_overlap: tuple = (False,)
     ep: tuple = (1,)
     per_stage_tp: bool = True
-    """False restricts every pipeline to one TP width (PHAZE's search space)."""
+    """False restricts every pipeline to one TP width (what Megatron-LM, FSDP, DeepSpeed and MaxText run)."""
+    stage_layers: str = "any"
+    """Which layers per stage the framework runs (phaze.placement.layouts: any | even_middle | even)."""
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", tuple(dict.fromkeys(recompute_mode(r) for r in self.recompute)))
@@ -216,6 +222,8 @@ class Candidate:
     tail: float
     plan: Plan | None = field(default=None)
     """Set for enumerated (interleaved) plans."""
+    layout: Layout | None = field(default=None)
+    """The stages the kernel run allowed (None: any)."""
 
 
 def _configs(inp: PlacementInput, space: Space) -> list[Config]:
@@ -297,14 +305,17 @@ def least_state_bytes(inp: PlacementInput, config: Config, chain: Chain, group: 
     return float(mult * (chain.widths[:, None] * prm).min(axis=0).sum())
 
 
-def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap, timelines: dict | None = None):
+def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound, front_cap, timelines: dict | None = None,
+                  layout: Layout | None = None):
     """Run the kernel with devices counted in units of the widths' gcd (a single-width pipeline of
     q stages then has one k), growing the front capacity until no cell overflows. Returns the
     fronts (L, Z, count, unit: cell k holds k x unit devices) and the capacity that sufficed.
-    `timelines` keeps the timeline arrays of earlier runs: recompute modes and p2p links share them."""
+    `timelines` keeps the timeline arrays of earlier runs: recompute modes and p2p links share them;
+    `layout` says which stages the plans may use (None: any)."""
+    layout = layout or _any_layout(inp)
     unit = int(np.gcd.reduce(chain.widths))
     k_units = k_max // unit
-    q_max = min(inp.num_parts, k_units // int(chain.widths.min() // unit))
+    q_max = min(inp.num_parts, k_units // int(chain.widths.min() // unit), layout.max_stages)
     rep_k = np.array([r[2] // unit for r in group.replicas], np.int64)
     rep_m = np.array([r[1] for r in group.replicas], np.int64)
     mult, transient = _state(inp, config, group)
@@ -313,7 +324,7 @@ def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound,
         out_l, out_p, out_c, ok = dp.pareto_fronts(
             *_kernel_args(inp, config, chain, group), tl, chain.widths // unit, mult, transient, float(inp.hbm_bytes), config.recompute == "full",
             inp.per_layer_recompute, inp.timeline_mode(config.zero), int(group.cap), int(q_max), int(k_units), rep_k, rep_m,
-            float(bound), int(front_cap),
+            float(bound), int(front_cap), layout.allowed, layout.last_part,
         )
         if ok:
             break
@@ -321,16 +332,17 @@ def kernel_fronts(chain: Chain, inp, config: Config, group: Group, k_max, bound,
     return (out_l, out_p, out_c, unit), front_cap
 
 
-def final_round(inp, fronts, group: Group, link: bool | None, best: float) -> tuple[float, int, int, int, float, float] | None:
-    """Best (time, d, q, k, L, Z) over the group's replica counts, pipelines whose p2p link kind
-    matches `link` (None: any) and the front points; None if nothing beats `best`."""
+def final_round(inp, fronts, group: Group, link: bool | None, best: float,
+                min_stages: int = 1) -> tuple[float, int, int, int, float, float] | None:
+    """Best (time, d, q, k, L, Z) over the group's replica counts, pipelines of at least `min_stages` stages whose p2p
+    link kind matches `link` (None: any) and the front points; None if nothing beats `best`."""
     loads, tails, counts, unit = fronts
     if not len(loads):
         return None
     qs, ks = np.nonzero(counts)
     per_cell = counts[qs, ks]
     qs, ks = np.repeat(qs, per_cell), np.repeat(ks, per_cell) * unit
-    keep = np.ones(len(ks), dtype=bool)
+    keep = qs >= min_stages
     if link is not None:
         keep &= pipeline_in_one_node(ks, inp.network.node_size) == link
     if group.pipeline_sizes:
@@ -500,11 +512,27 @@ def _in_bound_order(blocks: list, bounds: list[np.ndarray]):
         yield blocks[block_of[i]], int(index_in[i]), float(flat[i])
 
 
-def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf) -> Candidate | None:
+def _least_layer_s(inp: PlacementInput, chain: Chain, recompute: str) -> float:
+    """The least per-microbatch time of one transformer layer at any of the chain's widths: a stage of c layers has a
+    load of at least c times it, so a layout's plans, each with a stage of its middle_layers layers, take at least
+    middle_layers x this x (m + min_stages - 1) (the bottleneck's slots L (m + q - 2) + max(L, Z) >= L (m + q - 1))."""
+    layers = slice(inp.num_pre, inp.num_pre + inp.num_layers)
+    return float(_part_s(chain, recompute, inp.per_layer_recompute)[:, layers].min()) if inp.num_layers else 0.0
+
+
+def _any_layout(inp: PlacementInput) -> Layout:
+    """The layout allowing every stage."""
+    return layouts(inp.num_pre, inp.num_layers, inp.num_parts, "any")[0]
+
+
+def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = np.inf,
+            stage_layouts: tuple[Layout, ...] | None = None) -> Candidate | None:
     """Every kernel run of these configurations and width sets, cheapest lower bound first, until no run's bound
     beats the best plan (or, before one is found, `cutoff_s`); under the timeline step a run is also skipped when its
     bound with the stages' least tails (_tail_floors_s), or that bound on its flow-shop work (_timeline_work), cannot
-    beat it, and any run whose pipelines cannot hold the least model state (least_state_bytes) is skipped."""
+    beat it, and any run whose pipelines cannot hold the least model state (least_state_bytes) is skipped. A run is
+    solved once per layout of `stage_layouts` (None: any stage), each bounded by the best plan so far."""
+    stage_layouts = stage_layouts or (_any_layout(inp),)
     front_cap = FRONT_CAPACITY
     blocks, bounds, chains, timelines, tails, works = [], [], {}, {}, {}, {}
     for config in configs:
@@ -539,12 +567,18 @@ def _search(inp, configs, width_sets, best: Candidate | None, cutoff_s: float = 
                 continue
         if least_state_bytes(inp, config, chain, group) * (1.0 - BOUND_RTOL) > run.k_max * inp.hbm_bytes:
             continue
-        fronts, front_cap = kernel_fronts(chain, inp, config, group, run.k_max, bound, front_cap, timelines)
-        found = final_round(inp, fronts, group, link, bound)
-        if found:
-            tpb, d, q, k, load, tail = found
-            same = bool(link) if link is not None else True
-            best = Candidate(tpb, config, chain.tp_idx, same, group, d, q, k, load, tail)
+        layer_s = _least_layer_s(inp, chain, config.recompute) if len(stage_layouts) > 1 else 0.0
+        m_min = min(r[1] for r in group.replicas)
+        for layout in stage_layouts:
+            bound = best.time_per_batch_s if best else cutoff_s
+            if layout.middle_layers * layer_s * (m_min + layout.min_stages - 1) * (1.0 - BOUND_RTOL) >= bound:
+                break
+            fronts, front_cap = kernel_fronts(chain, inp, config, group, run.k_max, bound, front_cap, timelines, layout)
+            found = final_round(inp, fronts, group, link, bound, layout.min_stages)
+            if found:
+                tpb, d, q, k, load, tail = found
+                same = bool(link) if link is not None else True
+                best = Candidate(tpb, config, chain.tp_idx, same, group, d, q, k, load, tail, layout=layout)
     return best
 
 
@@ -729,10 +763,11 @@ def rebuild(inp: PlacementInput, best: Candidate) -> Plan:
     chain = chain_arrays(inp, config.vi, config.recompute, best.tp_idx, best.same_node)
     mult, transient = _state(inp, config, best.group)
     unit = int(np.gcd.reduce(chain.widths))
+    layout = best.layout or _any_layout(inp)
     stages, ok = dp.reconstruct(
         *_kernel_args(inp, config, chain, best.group), _timeline(inp, config, chain, best.group), chain.widths // unit, mult, transient,
         float(inp.hbm_bytes), config.recompute == "full", inp.per_layer_recompute, inp.timeline_mode(config.zero),
-        int(best.group.cap), best.stages, best.devices_per_pipeline // unit, best.load_s, best.tail,
+        int(best.group.cap), best.stages, best.devices_per_pipeline // unit, best.load_s, best.tail, layout.allowed, layout.last_part,
     )
     if not ok:
         raise PlacementCheckError(f"no plan rebuilt for DP point {best}")
@@ -756,10 +791,11 @@ def optimize(inp: PlacementInput, recompute_options=(False, True), mbs_options=N
         return [ti for ti in range(len(inp.tp_values)) if inp.available(vi, ti)]
 
     best = None
+    stage_layouts = layouts(inp.num_pre, inp.num_layers, inp.num_parts, space.stage_layers)
     if 1 in space.vp:
-        best = _search(inp, configs, lambda vi: [(ti,) for ti in available(vi)], best, cutoff_s)
+        best = _search(inp, configs, lambda vi: [(ti,) for ti in available(vi)], best, cutoff_s, stage_layouts)
         if space.per_stage_tp:
-            best = _search(inp, configs, lambda vi: [tuple(available(vi))] if len(available(vi)) > 1 else [], best, cutoff_s)
+            best = _search(inp, configs, lambda vi: [tuple(available(vi))] if len(available(vi)) > 1 else [], best, cutoff_s, stage_layouts)
     if any(v > 1 for v in space.vp):
         best = _interleaved(inp, space, configs, available, best, cutoff_s)
     if best is None:

@@ -6,7 +6,7 @@ ranks (Megatron-Core reduces gradients over dp x cp). Devices are numbered tenso
 innermost, then context-parallel, then pipeline stages, then replicas, so a group member's
 neighbours are the stage's cp ranks (tp apart) and the other replicas (a whole pipeline apart).
 
-Per ZeRO stage (Rajbhandari et al. 2020 §5; modern-parallelism.md §5), with B a part's weights:
+Per ZeRO stage (Rajbhandari et al. 2020 §5; docs/parallelism.md, "How each is modelled"), with B a part's weights:
 - 0: gradients all-reduced (B) after the last microbatch's backward;
 - 1 (distributed optimizer): gradients reduce-scattered (B) after the last microbatch, updated weights
   all-gathered (B) before the next step's first forward;

@@ -1,6 +1,7 @@
 """One training step of a plan as a pipeline timeline (stages x time): the forward and backward blocks of
-Megatron's 1F1B or interleaved 1F1B schedule, then each stage's step tail, laid out from the same cost model
-that times the plan (phaze.placement.plan): every slot runs at the bottleneck's pace, as the model charges it.
+Megatron's 1F1B or interleaved 1F1B schedule (one stage's microbatches one after the other where pp = 1), then each
+stage's step tail, laid out from the same cost model that times the plan (phaze.placement.plan): every slot runs at
+the bottleneck's pace, as the model charges it.
 
 A rank's microbatch load L (its forward share F, the rest B) is split over its vp chunks; each block starts when
 its rank is free and its input has arrived (the previous stage's forward, the next stage's backward). With the
@@ -22,9 +23,13 @@ from phaze.placement.breakdown import step_tail  # noqa: E402
 from phaze.placement.plan import PlanCost  # noqa: E402
 
 COLORS = {"forward": "tab:blue", "recompute": "tab:purple", "backward": "tab:orange", "communication": "tab:gray",
-          "tail": "tab:red"}
-"""What a block's time is spent on: compute of each kind, exposed communication (TP, pipeline sends, ZeRO), and the
-step's tail (gradient reductions, gathers and optimizer update after the flush)."""
+          "optimizer": "tab:green"}
+"""What a block's time is spent on: compute of each kind, exposed communication (TP, pipeline sends and ZeRO within
+the slots; in the step's tail the gradient reductions and parameter gathers after the flush), and the optimizer update."""
+ROW_IN = 0.45
+"""Height of one pipeline rank's row in the figure (inches)."""
+FRAME_IN = 1.5
+"""Height the title, the time axis and its label take (inches), so that a one-stage plan's row keeps its height."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,8 @@ def schedule_blocks(pp: int, vp: int, m: int, forward_s: float, backward_s: floa
 
 def block_segments(cost: PlanCost) -> dict[str, list[tuple[str, float]]]:
     """How the bottleneck's microbatch divides a forward and a backward block, as (what, fraction of the block): its
-    exposed communication shared between them in proportion to their compute."""
+    exposed communication shared between them in proportion to their compute; and the step's tail: its exposed
+    data-parallel communication, then the optimizer update (phaze.placement.breakdown.step_tail)."""
     p = cost.stage_time_parts[cost.bottleneck]
     comm = p["tp"] + p["p2p"] + p["zero"]
     compute = p["fwd"] + p["bwd"] + p["recompute"]
@@ -103,7 +109,15 @@ def block_segments(cost: PlanCost) -> dict[str, list[tuple[str, float]]]:
     return {"forward": [(k, v / forward) for k, v in (("forward", p["fwd"]), ("communication", fwd_comm)) if forward > 0],
             "backward": [(k, v / backward) for k, v in (("recompute", p["recompute"]), ("backward", p["bwd"]),
                                                        ("communication", comm - fwd_comm)) if backward > 0],
-            "tail": [("tail", 1.0)]}
+            "tail": tail_segments(step_tail(cost))}
+
+
+def tail_segments(tail: dict[str, float]) -> list[tuple[str, float]]:
+    """The step's tail as (what, fraction): its communication (PHAZE's all-reduce, or the data-parallel / ZeRO
+    collectives left exposed), then the optimizer update."""
+    total = sum(tail.values())
+    optimizer = tail.get("optimizer_s", 0.0)
+    return [(k, v / total) for k, v in (("communication", total - optimizer), ("optimizer", optimizer)) if total > 0]
 
 
 def plan_blocks(cost: PlanCost) -> list[Block]:
@@ -130,7 +144,7 @@ def timeline_figure(cost: PlanCost, title: str = ""):
             if width > 0:
                 bars[kind][b.rank].append((start, width))
             start += width
-    fig, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * cost.plan.pp))
+    fig, ax = plt.subplots(figsize=(10, FRAME_IN + ROW_IN * cost.plan.pp))
     edge = 0.2 if len(blocks) < 400 else 0.0
     for kind, color in COLORS.items():
         for rank, spans in enumerate(bars[kind]):

@@ -199,11 +199,12 @@ def short_source(source: str, table: str) -> str:
 
 
 def error_summary(comparisons: list[Comparison]) -> dict:
-    """Median and maximum absolute throughput error over the runs that publish throughput, and the same for
-    memory over those that publish it."""
+    """Median and maximum absolute throughput error over the runs that publish throughput, the same for memory over
+    those that publish it, and how many runs the model finds infeasible (counted in the errors at their plan's time)."""
     errors = np.array([abs(c.ratio - 1.0) for c in comparisons if not math.isnan(c.measured_tokens_s_gpu)])
     mem = np.array([abs(c.memory_ratio - 1.0) for c in comparisons if not math.isnan(c.measured_memory_gib)])
-    out = {"n_runs": len(errors), "median_abs_error": float(np.median(errors)), "max_abs_error": float(errors.max())}
+    out = {"n_runs": len(errors), "median_abs_error": float(np.median(errors)), "max_abs_error": float(errors.max()),
+           "n_infeasible": sum(1 for c in comparisons if c.reason)}
     if len(mem):
         out.update({"n_memory": len(mem), "median_abs_memory_error": float(np.median(mem)), "max_abs_memory_error": float(mem.max())})
     return out

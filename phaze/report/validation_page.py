@@ -49,6 +49,22 @@ def group_summaries(table: pd.DataFrame) -> list[str]:
     return [line for line in lines if line]
 
 
+def infeasible_count(n: int) -> str:
+    """How many published runs the model finds infeasible, said as what they are: runs that ran."""
+    return f"{n} run{'s' if n != 1 else ''} infeasible in the model (they ran)"
+
+
+def infeasible_line(table: pd.DataFrame) -> str:
+    """The page's line on the runs the model finds infeasible, or '' when there are none."""
+    if "infeasible" not in table.columns:
+        return ""
+    rows = table.dropna(subset=["infeasible"])
+    if rows.empty:
+        return ""
+    return (f"**{infeasible_count(len(rows))}**: {', '.join(rows['run'])} (the `infeasible` column says why). They are "
+            "results like the others and counted in the errors above, at the time per batch of their published plan.")
+
+
 def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs_name: str, elapsed_s: float) -> str:
     """The report: every run predicted vs measured, the paired-run ratios, and the error summary."""
     lines = [
@@ -66,6 +82,8 @@ def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs
         f"**Median absolute error: {summary['median_abs_error']:.1%}; maximum: {summary['max_abs_error']:.1%}** "
         f"over {summary['n_runs']} runs (targets: under 7% and 20%).",
     ]
+    if infeasible_line(table):
+        lines += ["", infeasible_line(table)]
     for line in group_summaries(table):
         lines += ["", line]
     by_framework = framework_table(table)

@@ -13,7 +13,7 @@ choice; order binaries for same-unit pairs that neither a dependency nor the win
   which holds every core): one orientation binary o_ij, i first or j first.
 * Other pairs on a multi-core unit: x_ij = 1 forces i to end before j starts, with big-M
   M_ij = (U - tail_i) - head_j, the most t_i + p_i - t_j can be in any schedule no longer than U.
-  (PHAZE's M = min(sum L^P, sum L^1) can be too small: reference/phaze-method.md section 9 item 11.)
+  (PHAZE's M = min(sum L^P, sum L^1) can be too small: docs/phaze-reference.md §9 item 11.)
   An operator choosing parallel mode holds every core, so it is ordered against all its unordered
   partners: sum_j (x_ij + x_ji) >= |partners| y_i.
 * Capacity of the single-mode operators: added lazily (`overloads` finds them in a solution) as

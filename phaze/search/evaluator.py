@@ -48,6 +48,8 @@ class Evaluation:
     """The layer schedules this evaluation took past the list schedule (LayerSchedule: status, mip_gap, solve_s)."""
     upper_seq_s: float | None = None
     """An early-stopped evaluation's upper bound on the mean throughput (models not evaluated count at their bounds)."""
+    chip: dict | None = None
+    """A baseline's chip as hw.* params (chip_params) and area_mm2; None for a point of the space (its point table row)."""
 
     @property
     def exact(self) -> bool:
@@ -95,6 +97,17 @@ TIE_BREAKS = ("hbm_gib", "glb_mib", "hbm_gbps")
 """Columns of MORE_IS_FASTER that break ties of the work bound, larger first (order_by_bound). Not n_vc: vector cores
 add area, and where they change no latency the first of several equally fast points found should be the smaller chip
 (the llama2 x phaze_grid optimum has 4 vector cores; 64 give the same throughput)."""
+
+
+def chip_params(hw, row: pd.Series) -> dict:
+    """A chip's architecture as the hw.* params of a trial (the axes of the space `hw`), whole numbers as int."""
+    return {f"hw.{a}": (row[a] if a == "hbm_generation" else int(row[a])) for a in point_axes(hw)}
+
+
+def chip_of(hw, point: pd.DataFrame) -> dict:
+    """A one-row point as a baseline's Evaluation.chip: its hw.* params and area."""
+    row = point.iloc[0]
+    return {**chip_params(hw, row), "area_mm2": float(row["area_mm2"])}
 
 
 def point_at(points: pd.DataFrame, index: int) -> pd.DataFrame:
@@ -219,6 +232,23 @@ class ModelEvaluator:
         top = self._top_bound.get((self.signature(index), fixed), (np.inf, None))[0]
         return top if fixed else min(top, self._dominating_bound(index))
 
+    def known_bounds(self, indices: np.ndarray, fixed: bool = False) -> np.ndarray:
+        """known_bound of many points at once, read-only (a study's progress reads every point still ahead each second)."""
+        signatures, where = np.unique(self.lower_bounds.signature_of[indices], return_inverse=True)
+        found = dict(self._top_bound)  # one copy: the study's thread adds bounds meanwhile
+        bound = np.array([found.get((int(s), fixed), (np.inf, None))[0] for s in signatures])[where]
+        if fixed:
+            return bound
+        groups = self._same_group[indices]
+        for group in np.unique(groups).tolist():
+            known = self._bounded.get(group)
+            if known is not None:
+                rows = np.flatnonzero(groups == group)
+                axes, values = known
+                covers = (axes[None, :, :] >= self._more[indices[rows]][:, None, :]).all(axis=2)
+                bound[rows] = np.minimum(bound[rows], np.where(covers, values[None, :], np.inf).min(axis=1, initial=np.inf))
+        return bound
+
     def _dominating_bound(self, index: int) -> float:
         """The least placement bound found so far on a point with at least this one's MORE_IS_FASTER columns and
         the same other cost columns (an upper bound on this point's; inf when there is none)."""
@@ -294,8 +324,8 @@ class ModelEvaluator:
 
 def optimum_run(reference: pd.DataFrame, optimum_point: pd.DataFrame, result: PlacementResult | None) -> tuple[pd.DataFrame, tuple | None]:
     """The reference point with the optimum's HBM capacity, and the optimum's (mbs, recompute): PHAZE loops over
-    (mbs, HBM, recompute) runs and reads the fixed strategy's throughput from the optimum's run (reference/
-    phaze-method.md §1.2, §7). Unchanged (no run) when the optimum found no placement."""
+    (mbs, HBM, recompute) runs and reads the fixed strategy's throughput from the optimum's run (docs/
+    phaze-reference.md §1.2, §7). Unchanged (no run) when the optimum found no placement."""
     if result is None or not result.feasible:
         return reference, None
     point = reference.assign(hbm_gib=optimum_point.hbm_gib.iloc[0]) if "hbm_gib" in optimum_point.columns else reference
@@ -329,6 +359,8 @@ class SpaceEvaluator:
         self.models = [ModelEvaluator(c, self.points, self.network) for c in models_of(cfg)]
         self._start_bounds()
         self.bounds_s = time.perf_counter() - start
+        self.placement_bounds, self.placement_bound_s = 0, 0.0
+        """Placement bounds asked for so far and their seconds (a study's progress costs the bounds still to find)."""
 
     def _start_bounds(self) -> None:
         """The bounds of self.models before any point is bounded further: their mean work bound, no caps."""
@@ -372,13 +404,27 @@ class SpaceEvaluator:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
         stopped as soon as it cannot beat `beat` (see bounded_mean)."""
-        return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
+        start = time.perf_counter()
+        bound = self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
+        self.placement_bounds += 1
+        self.placement_bound_s += time.perf_counter() - start
+        return bound
 
     def known_bound(self, index: int) -> float:
         """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's
         tightest: its bound for this point, its cap, or ModelEvaluator.known_bound)."""
         known = [m.known_bound(index, self.fixed_placement) for m in self.models]
         return float(np.minimum(self.upper_bounds(index), known).mean())
+
+    def known_bounds(self, indices: np.ndarray) -> np.ndarray:
+        """known_bound of many points at once, read-only (phaze.search.progress reads every point still ahead)."""
+        upper = np.minimum(np.stack([m.work_bound[indices] for m in self.models], axis=1), self.caps)
+        position = {int(i): k for k, i in enumerate(indices.tolist())}
+        for index, bounds in list(self._upper.items()):
+            if index in position:
+                upper[position[index]] = bounds
+        known = np.stack([m.known_bounds(indices, self.fixed_placement) for m in self.models], axis=1)
+        return np.minimum(upper, known).mean(axis=1)
 
     def schedule_bound(self, index: int, beat: float | None = None) -> float:
         """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over
@@ -455,16 +501,17 @@ class SpaceEvaluator:
             return self.preset_baseline(fixed)
         start = time.perf_counter()
         reference = describe_points(self.cfg.hw, reference_point(self.cfg.hw))
-        results, ilp_s = {}, 0.0
+        results, ilp_s, chip = {}, 0.0, None
         for m in self.models:
             point, run = reference, None
             if fixed and compat_of(self.cfg).baseline_in_optimum_run and optimum is not None:
                 point, run = optimum_run(reference, self.point(optimum_index), optimum.results[m.name])
+            chip = chip or chip_of(self.cfg.hw, point)  # the first model's (others differ only where their optimum fits nothing)
             layers = layer_latencies(m.cfg, point, m.workloads, self.network)
             before = layers.solve_s
             results[m.name] = layers.best(m.placer(point, fixed, run))[0]
             ilp_s += layers.solve_s - before
-        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, chip=chip)
 
     def preset_baseline(self, fixed: bool = True) -> Evaluation:
         """The hw.baseline preset (a shipped chip under its own constants, e.g. tpuv4_modern or h100) on this
@@ -479,11 +526,11 @@ class SpaceEvaluator:
             chip = ModelEvaluator(cfg, point, self.network)
             results[m.name], _, solve_s, _ = chip.solve(0, point, chip.placer(point, fixed))
             ilp_s += solve_s
-        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s)
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, chip=chip_of(hw, point))
 
     def arch_params(self, index: int) -> dict:
-        row = self.points.iloc[index]
-        return {f"hw.{a}": (row[a] if a == "hbm_generation" else int(row[a])) for a in point_axes(self.cfg.hw)}
+        """The point's architecture as a trial's hw.* params."""
+        return chip_params(self.cfg.hw, self.points.iloc[index])
 
     def objective_scale(self) -> np.ndarray:
         """Objective per sequence/s of every point: 1, or 1/TDP when search.objective=throughput_per_tdp."""

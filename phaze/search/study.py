@@ -2,9 +2,10 @@
 
 A trial proposes one valid point (an index into the sorted point table, so no invalid point can be
 proposed); its work bound, then its placement bound, are compared with what the study already
-holds (the best value, or the finished points for NSGA-II); only a point that could still win is
-fully evaluated. Training knobs (microbatch, recompute) and the placement are searched inside the
-trial by the placement DP.
+holds (the search.top_n-th best value, or the finished points for NSGA-II); only a point that could
+still enter the top N is fully evaluated, so the N best designs the study reports are the space's.
+Training knobs (microbatch, recompute) and the placement are searched inside the trial by the
+placement DP.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ import numpy as np
 import optuna
 import pandas as pd
 from omegaconf import OmegaConf
-from tqdm import tqdm
 
 from phaze.compat import compat_of, switches_on
 from phaze.cores import usable_cores
 from phaze.search.claims import PASSED_OVER, PointTaken, claims_for
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
+from phaze.search.progress import Ahead, StudyProgress, kinds_ahead
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
 from phaze.search.samplers import BOUND_STOP_ATTR, ORDERED, SpaceExhausted, make_sampler
 from phaze.search.workers import SideJob, WorkerPool, work
-from phaze.tracking import StudyTracker, TrialRecord, resolve_tracking_uri
+from phaze.tracking import (BOUND_PREFIX, EVALUATED, INFEASIBLE, OBJECTIVE_METRICS, PRUNED, PRUNED_BY_TAG, STATUS_TAG, StudyTracker, TrialRecord,
+                            parent_run_name, resolve_tracking_uri, study_params)
 
 OBJECTIVES = ("throughput", "throughput_per_tdp")
 POINT_PARAM = "point"
@@ -67,6 +69,9 @@ class StudyOutcome:
     """Points the branch-and-bound order passed over without a trial: their placement bound could not beat the study."""
     baseline_searched: Evaluation | None = None
     """The hw.baseline preset with the searched placement (None without a preset baseline)."""
+    top: tuple[tuple[int, Evaluation], ...] = ()
+    """The search.top_n best points that fit (point index, evaluation), best first (ties: the first trial first);
+    top[0] is (best_index, best). Exact for a pruning study that finished (value_to_beat states the rule for ties)."""
 
     @property
     def speedup(self) -> float:
@@ -90,6 +95,8 @@ def study_name(cfg) -> str:
     keyed["placement"] = cfg.search.placement
     if cfg.search.rel_gap:
         keyed["rel_gap"] = float(cfg.search.rel_gap)
+    if top_n_of(cfg) != 1:  # a study pruned against its best is not a top-N study: they must not share a storage
+        keyed["top_n"] = top_n_of(cfg)
     if switches_on(compat_of(cfg)):
         keyed["compat"] = OmegaConf.to_container(cfg.compat, resolve=True)
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:8]
@@ -118,6 +125,7 @@ class Objective:
         self.claims = claims
         self.scales = evaluator.objective_scale()
         self.prune = bool(cfg.search.prune)
+        self.top_n = top_n_of(cfg)
         self.full_evals: dict[int, Evaluation] = {}
 
     def scale(self, index: int) -> float:
@@ -129,11 +137,13 @@ class Objective:
         return (value, float(self.ev.points.area_mm2.iloc[index])) if self.multi else value
 
     def dominated(self, done: list[optuna.trial.FrozenTrial], index: int, bound: float) -> bool:
-        """Whether a point whose objective is at most `bound` cannot improve on the completed trials `done`."""
+        """Whether a point whose objective is at most `bound` cannot improve on the completed trials `done`: cannot
+        enter their top N (at most their N-th best value, value_to_beat), or for NSGA-II is dominated by one of them."""
         if not done:
             return False
         if not self.multi:
-            return bound <= to_beat(self.cfg, max(t.value for t in done))
+            nth = value_to_beat(done, self.top_n)
+            return nth is not None and bound <= to_beat(self.cfg, nth)
         area = float(self.ev.points.area_mm2.iloc[index])
         return any(t.values[0] >= bound and t.values[1] <= area for t in done)
 
@@ -148,15 +158,16 @@ class Objective:
         raise PointTaken(f"point {index} belongs to trial {owner}")
 
     def cannot_win(self, study: optuna.Study):
-        """For the branch-and-bound order: a predicate passed_over(index, known_only=False), fixed at the study's best
-        value now, telling which points their placement bound, or failing that their list-schedule bound, shows unable
-        to beat it (work-bound-dominated points are left to a trial, whose pruning stops the study); with known_only,
-        from the bounds found so far only (False where that needs a DP). A point passed over costs no trial: its bounds
-        are what a trial would compute before pruning it, without the study's and MLflow's bookkeeping."""
-        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        """For the branch-and-bound order: a predicate passed_over(index, known_only=False), fixed at the study's value
+        to beat now (its N-th best, value_to_beat), telling which points their placement bound, or failing that their
+        list-schedule bound, shows unable to beat it (work-bound-dominated points are left to a trial, whose pruning
+        stops the study); with known_only, from the bounds found so far only (False where that needs a DP). A point
+        passed over costs no trial: its bounds are what a trial would compute before pruning it, without the study's
+        and MLflow's bookkeeping."""
+        nth = None if self.multi else value_to_beat(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)), self.top_n)
 
         def passed_over(index: int, known_only: bool = False) -> bool:
-            beat = self.beat(done, index)
+            beat = None if nth is None else self.beat_of(nth, index)
             if beat is None or self.ev.work_bound[index] <= beat:
                 return False
             if known_only:
@@ -166,27 +177,27 @@ class Objective:
         return passed_over
 
     def latest_beat(self, study: optuna.Study, index: int, known: float | None):
-        """The value to beat as a callable that reads the study's best again (several workers): a trial started before
-        another worker finished a better point prunes with it from its next layer step, instead of running its MILPs to
-        the end against the value it started with (or none)."""
+        """The value to beat as a callable that reads the study's N-th best again (several workers): a trial started
+        before another worker finished a better point prunes with it from its next layer step, instead of running its
+        MILPs to the end against the value it started with (or none)."""
         def now() -> float | None:
-            try:
-                best = self.beat_of(study.best_value, index)
-            except ValueError:  # no trial completed yet
+            nth = latest_nth(study, self.top_n)
+            if nth is None:  # fewer than N points completed yet
                 return known
+            best = self.beat_of(nth, index)
             return best if known is None else max(known, best)
 
         return now
 
     def beat(self, done: list[optuna.trial.FrozenTrial], index: int) -> float | None:
-        """The throughput a single-objective trial must exceed (None: nothing to beat, or multi-objective)."""
-        if self.multi or not done:
-            return None
-        return self.beat_of(max(t.value for t in done), index)
+        """The throughput a single-objective trial must exceed to enter the top N of the completed trials `done` (None:
+        nothing to beat, fewer than N points completed, or multi-objective)."""
+        nth = None if self.multi else value_to_beat(done, self.top_n)
+        return None if nth is None else self.beat_of(nth, index)
 
-    def beat_of(self, best_value: float, index: int) -> float:
-        """The throughput the point must exceed to improve on the study's best objective value."""
-        return to_beat(self.cfg, best_value) / self.scale(index)
+    def beat_of(self, nth_value: float, index: int) -> float:
+        """The throughput the point must exceed to beat the objective value `nth_value` (the study's N-th best)."""
+        return to_beat(self.cfg, nth_value) / self.scale(index)
 
     def __call__(self, trial: optuna.Trial):
         for key, value in trial.user_attrs.items():  # a retried trial inherits its dead original's attributes
@@ -202,8 +213,8 @@ class Objective:
         for prev in done:
             if prev.params.get(POINT_PARAM) == index:  # samplers may propose a point twice: reuse its value
                 trial.set_user_attr("duplicate_of", prev.number)
-                first = prev.user_attrs.get(RECORD_ATTR) or {"params": self.ev.arch_params(index), "metrics": {"throughput_seq_s": prev.values[0]}}
-                self._set_record(trial, first["params"], first["metrics"], {"pruned": False, "duplicate_of": prev.number})
+                first = prev.user_attrs.get(RECORD_ATTR) or {"params": self.ev.arch_params(index), "metrics": {}, "tags": {STATUS_TAG: EVALUATED}}
+                self._set_record(trial, first["params"], first["metrics"], {STATUS_TAG: first["tags"][STATUS_TAG], "duplicate_of": prev.number})
                 return prev.values if self.multi else prev.value
         if self.prune:
             work = float(self.ev.work_bound[index]) * self.scale(index)
@@ -238,32 +249,83 @@ class Objective:
             self.tracker.log_trial(TrialRecord(trial.number, params, metrics, tags))
 
     def _pruned(self, trial, index: int, stage: str, bound: float):
-        """Record the stage and bound that pruned the trial (in its record: one database write) and prune it."""
-        metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "bound": bound}
-        self._set_record(trial, self.ev.arch_params(index), metrics, {"pruned": True, "pruned_by": stage})
+        """Record the stage and the bound (on the objective) that pruned the trial, in its record (one database write),
+        and prune it. The bound is logged as bound_throughput_seq_s (and bound_perf_per_tdp for that objective): an upper
+        bound, never the point's throughput."""
+        tdp_w = float(self.ev.points.tdp_w.iloc[index])
+        metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "tdp_w": tdp_w,
+                   f"{BOUND_PREFIX}{OBJECTIVE_METRICS['throughput']}": bound / self.scale(index)}
+        if self.cfg.search.objective != "throughput":
+            metrics[f"{BOUND_PREFIX}{OBJECTIVE_METRICS[self.cfg.search.objective]}"] = bound
+        self._set_record(trial, self.ev.arch_params(index), metrics, {STATUS_TAG: PRUNED, PRUNED_BY_TAG: stage})
         raise optuna.TrialPruned(f"{stage} {bound:.6g} cannot beat the study")
 
     def _record(self, trial, index: int, e: Evaluation) -> None:
+        """A fully evaluated trial's record: the chip (hw.*) and each model's plan (placement.*, train.mbs and
+        train.recompute: the CLI's names) as params, its numbers as metrics. Status infeasible where a model has no
+        placement that fits: it then has no throughput_seq_s (the 0 the study scores it with is not a result)."""
         params = self.ev.arch_params(index)
-        metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "tdp_w": float(self.ev.points.tdp_w.iloc[index]),
-                   "throughput_seq_s": e.throughput_seq_s, "ilp_s": e.ilp_s, "dp_s": e.dp_s}
+        tdp_w = float(self.ev.points.tdp_w.iloc[index])
+        metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "tdp_w": tdp_w, "ilp_s": e.ilp_s, "dp_s": e.dp_s}
+        unfit = [model for model, r in e.results.items() if r is None or not r.feasible]
         for model, r in e.results.items():  # several models: each one's fields prefixed with its name
-            if r is None or not r.feasible:
+            if model in unfit:
                 continue
             prefix = "" if len(e.results) == 1 else f"{model}."
-            s = r.strategy
-            fields = s.fields()
+            fields = r.strategy.fields()
             placement = {f"{prefix}train.mbs": fields.pop("mbs"), f"{prefix}train.recompute": fields.pop("recompute"),
-                         **{f"{prefix}place.{k}": v for k, v in fields.items()}}
+                         **{f"{prefix}placement.{k}": v for k, v in fields.items()}}
             params.update(placement)
             trial.set_user_attr(f"{prefix}placement", placement)
             metrics.update({f"{prefix}time_per_batch_s": r.time_per_batch_s, f"{prefix}mfu": r.mfu,
                             f"{prefix}memory_per_device_gib": r.memory_per_device_bytes / GIB})
             if prefix:
                 metrics[f"{prefix}throughput_seq_s"] = r.throughput_seq_s
-        metrics["perf_per_tdp"] = e.throughput_seq_s / metrics["tdp_w"]
+        tags = {STATUS_TAG: INFEASIBLE if unfit else EVALUATED}
+        if unfit and len(e.results) > 1:
+            tags["infeasible_models"] = "+".join(unfit)
+        if not unfit:
+            metrics.update({"throughput_seq_s": e.throughput_seq_s, "perf_per_tdp": e.throughput_seq_s / tdp_w})
         metrics.update(e.milp_metrics())
-        self._set_record(trial, params, metrics, {"pruned": False})
+        self._set_record(trial, params, metrics, tags)
+
+
+def top_n_of(cfg) -> int:
+    """search.top_n: how many best designs the study ranks exactly (1 where the config predates the field)."""
+    return int(cfg.search.get("top_n", 1))
+
+
+def value_to_beat(done: list[optuna.trial.FrozenTrial], n: int) -> float | None:
+    """The objective value a point must exceed to enter the top n of the completed trials `done`: the n-th best value
+    over their distinct points (a point a sampler proposed twice counts once), the best for n=1; None while fewer than n
+    points completed (nothing to beat yet).
+
+    A point whose bound is at most this value is pruned, ties included (as a study of its best always did): a point
+    that ties the n-th best is left out for the one completed first, so the top n's values are exactly the space's n
+    best and its points are the space's except among those tied at the n-th place."""
+    values = sorted({t.params[POINT_PARAM]: t.values[0] for t in done}.values(), reverse=True)
+    return values[n - 1] if len(values) >= n else None
+
+
+def latest_nth(study: optuna.Study, n: int) -> float | None:
+    """value_to_beat over the study's completed trials now (one query for its best where n=1)."""
+    if n == 1:
+        try:
+            return study.best_value
+        except ValueError:  # no trial completed yet
+            return None
+    return value_to_beat(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)), n)
+
+
+def top_trials(done: list[optuna.trial.FrozenTrial], n: int) -> list[optuna.trial.FrozenTrial]:
+    """The first completed trial of each of the n distinct points with the best values that fit (value > 0, and its
+    record, where it has one, not `infeasible`: with several models, one model that fits nowhere), best first; among
+    equal values the earlier trial first (as Optuna's best trial)."""
+    first: dict[int, optuna.trial.FrozenTrial] = {}
+    for t in sorted(done, key=lambda t: t.number):
+        first.setdefault(t.params[POINT_PARAM], t)
+    ranked = sorted((t for t in first.values() if t.values[0] > 0 and trial_status(t) != INFEASIBLE), key=lambda t: (-t.values[0], t.number))
+    return ranked[:n]
 
 
 def to_beat(cfg, best: float) -> float:
@@ -274,7 +336,8 @@ def to_beat(cfg, best: float) -> float:
 
 def progress_total(cfg, evaluator: SpaceEvaluator, best: float | None) -> int:
     """What a branch-and-bound study still has to decide: the points whose work bound (on the objective) beats the
-    best value so far, every point before there is one. The order visits them first; the next one stops the study."""
+    value to beat so far (`best`: the N-th best, value_to_beat), every point before there is one. The order visits them
+    first; the next one stops the study."""
     if best is None:
         return len(evaluator)
     return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best)))
@@ -315,6 +378,26 @@ def finished(study: optuna.Study) -> bool:
     return BOUND_STOP_ATTR in attrs or bool(attrs.get(EXHAUSTED_ATTR))
 
 
+def points_ahead(cfg, evaluator: SpaceEvaluator, sampler, top_n: int, seen: dict):
+    """For a branch-and-bound study's progress: a callable reading what is known of the points still to decide
+    (phaze.search.progress.Ahead), from the value to beat and the values completed that the study's loop keeps in `seen`
+    ("nth", "values") and the bounds found so far (SpaceEvaluator.known_bounds). Before there is a value to beat, the
+    points are read against the lowest value completed so far (none before the first: only the evaluations are left)."""
+    order, signatures, scales = np.asarray(sampler.order), evaluator.sibling_groups(), evaluator.objective_scale()
+
+    def read() -> Ahead:
+        nth, values, cursor = seen["nth"], list(seen["values"]), sampler.cursor
+        evaluations = 0 if nth is not None else max(top_n - len(values), 0)
+        value = nth if nth is not None else min(values, default=None)
+        points = order[cursor:progress_total(cfg, evaluator, value)] if value is not None else order[:0]
+        fresh, bounded = kinds_ahead(evaluator.known_bounds(points), evaluator.work_bound[points],
+                                     to_beat(cfg, value) / scales[points] if value is not None else scales[points], signatures[points])
+        bound_s = evaluator.placement_bound_s / evaluator.placement_bounds if evaluator.placement_bounds else None
+        return Ahead(cursor, fresh, bounded, bound_s, evaluations)
+
+    return read
+
+
 def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
            progress: bool = False) -> Objective:
     """One worker's loop: trials until the study is done, then the retries of trials that died meanwhile."""
@@ -328,9 +411,13 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
     bounded = cfg.search.sampler == "bound" and objective.prune
     done_so_far = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     best_so_far = max((t.value for t in done_so_far), default=None) if not multi else None
-    bar = tqdm(total=progress_total(cfg, evaluator, best_so_far) if bounded else max(0, total - n_finished(study)),
-               desc="points" if bounded else "trials", disable=not progress, leave=False)
-    shown = {"pruned": 0, "best": best_so_far}
+    first_nth = value_to_beat(done_so_far, objective.top_n) if bounded else None
+    seen = {"nth": first_nth, "values": list({t.params[POINT_PARAM]: t.value for t in done_so_far}.values()) if not multi else []}
+    bar = StudyProgress(progress_total(cfg, evaluator, first_nth) if bounded else max(0, total - n_finished(study)),
+                        "points" if bounded else "trials", enabled=progress, settled=first_nth is not None or not bounded,
+                        position=(lambda: study.sampler.cursor) if bounded else None,
+                        ahead=points_ahead(cfg, evaluator, study.sampler, objective.top_n, seen) if bounded else None)
+    shown = {"pruned": 0, "best": best_so_far, "trials": 0}
 
     def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         """After each trial: advance the bar (pruned, passed over, best so far), stop when the study has all it needs."""
@@ -341,13 +428,17 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
             postfix = {"pruned": shown["pruned"], "passed_over": getattr(study.sampler, "n_skipped", 0)}
             if shown["best"] is not None:
                 postfix["best"] = f"{shown['best']:.6g}"
-            bar.set_postfix(postfix, refresh=False)
-            if bounded:  # points decided (claimed or passed over) out of those whose work bound still beats the best
-                bar.total = progress_total(cfg, evaluator, shown["best"])
-                bar.n = min(study.sampler.cursor, bar.total)
-                bar.refresh()
+            if bounded:  # points decided (claimed or passed over) out of those whose work bound still beats the N-th best
+                nth = latest_nth(study, objective.top_n)
+                complete = trial.state == optuna.trial.TrialState.COMPLETE
+                if complete:
+                    seen["values"].append(trial.value)
+                bar.trial(trial.duration.total_seconds(), complete)
+                seen["nth"] = nth
+                bar.update(study.sampler.cursor, progress_total(cfg, evaluator, nth), nth is not None, **postfix)
             else:
-                bar.update(1)
+                shown["trials"] += 1
+                bar.update(shown["trials"], bar.total, **postfix)
         # Optuna answers a one-point space's suggestion itself, without the sampler: count the claims too
         exhausted = ordered and (study.sampler.exhausted or claims.count() >= len(evaluator))
         if exhausted:
@@ -361,7 +452,7 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
             return not finished(study) and claims.count() < len(evaluator)
         return n_finished(study) < total
 
-    with graceful_interrupt(study) as interrupt:
+    with graceful_interrupt(study) as interrupt, bar:  # the bar closes on an error too (its thread stops writing)
         if more_to_do() or waiting(study):
             study.optimize(objective, n_trials=None, timeout=cfg.search.get("timeout_s"), callbacks=[done], catch=SKIPPED)
         while durable and not interrupt.requested and (waiting(study) or running(study)):
@@ -451,9 +542,8 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
         pool.release()  # the workers shut down while this process reads the study (joined at the end)
         trials = study.get_trials(deepcopy=False)
         complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-        best_trial = max(complete, key=lambda t: t.values[0]) if complete else None
-        best_index = best_trial.params[POINT_PARAM] if best_trial else None
-        best = full_evals.get(best_index) or (evaluator.evaluate(best_index) if best_index is not None else None)
+        top = tuple((i, full_evals.get(i) or evaluator.evaluate(i)) for i in (t.params[POINT_PARAM] for t in top_trials(complete, top_n_of(cfg))))
+        best_index, best = top[0] if top else (None, None)
         if beside is not None:
             early = beside.result()
         baseline, baseline_searched = early if early is not None else baselines(evaluator, best_index, best)
@@ -462,8 +552,8 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
             n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
             n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
             logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
-            n_skipped=n_passed_over(cfg, study, evaluator, best_trial.values[0] if best_trial else None),
-            baseline_searched=baseline_searched,
+            n_skipped=n_passed_over(cfg, study, evaluator, value_to_beat(complete, top_n_of(cfg))),
+            baseline_searched=baseline_searched, top=top,
         )
 
 
@@ -485,7 +575,8 @@ def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optim
 
 def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:
     """Points of a pruning branch-and-bound study that no trial claimed (none, or PASSED_OVER) although their
-    work bound beats the best value: the sampler passed over them on their placement bound."""
+    work bound beats the value to beat (`best_value`: the N-th best, value_to_beat): the sampler passed over them on
+    their placement bound."""
     if cfg.search.sampler != "bound" or not cfg.search.prune or best_value is None:
         return 0
     above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best_value))
@@ -493,12 +584,18 @@ def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_valu
     return len(set(above.tolist()) - by_trials)
 
 
-def pruned_by(trial: optuna.trial.FrozenTrial) -> tuple[float, str]:
-    """(bound, stage) that pruned a trial, from its record; (NaN, "") for one that was not pruned."""
+def pruned_by(trial: optuna.trial.FrozenTrial, objective: str = "throughput") -> tuple[float, str]:
+    """(bound on the objective, stage) that pruned a trial, from its record; (NaN, "") for one that was not pruned."""
     record = trial.user_attrs.get(RECORD_ATTR) or {}
-    if not record.get("tags", {}).get("pruned"):
+    if record.get("tags", {}).get(STATUS_TAG) != PRUNED:
         return float("nan"), ""
-    return float(record["metrics"]["bound"]), str(record["tags"]["pruned_by"])
+    return float(record["metrics"][f"{BOUND_PREFIX}{OBJECTIVE_METRICS[objective]}"]), str(record["tags"][PRUNED_BY_TAG])
+
+
+def trial_status(trial: optuna.trial.FrozenTrial) -> str:
+    """The trial's child-run status (evaluated, pruned, infeasible) from its record; its Optuna state without one."""
+    record = trial.user_attrs.get(RECORD_ATTR) or {}
+    return str(record.get("tags", {}).get(STATUS_TAG, trial.state.name.lower()))
 
 
 def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
@@ -507,9 +604,9 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
     rows = []
     for t in outcome.study.get_trials(deepcopy=False):
         i = t.params.get(POINT_PARAM)
-        bound, stage = pruned_by(t)
+        bound, stage = pruned_by(t, outcome.evaluator.cfg.search.objective)
         rows.append({
-            "trial": t.number, "point": i, "state": t.state.name,
+            "trial": t.number, "point": i, "state": t.state.name, "status": trial_status(t),
             "value": t.values[0] if t.values else np.nan, "bound": bound,
             "pruned_by": stage, "area_mm2": float(pts.area_mm2.iloc[i]) if i is not None else np.nan,
         })
@@ -517,6 +614,9 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
 
 
 def tracker_for(cfg) -> StudyTracker | None:
+    """The study's MLflow tracker (None with tracking.enabled=false): its parent run named after the model, space, cluster
+    and train preset, with the study's params and the resolved config (config.yaml)."""
     if not cfg.tracking.enabled:
         return None
-    return StudyTracker(resolve_tracking_uri(cfg.tracking.uri), cfg.tracking.experiment, study_name(cfg), flush_every=1)
+    return StudyTracker(resolve_tracking_uri(cfg.tracking.uri), cfg.tracking.experiment, study_name(cfg), flush_every=1,
+                        run_name=parent_run_name(cfg), params=study_params(cfg), config_yaml=OmegaConf.to_yaml(cfg, resolve=True))

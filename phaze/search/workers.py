@@ -1,7 +1,7 @@
 """`search.n_workers`: several processes on one machine, each running the study's loop against its storage.
 
 The launching process creates the study, the MLflow parent run and the claims table before any
-worker starts (two processes creating a fresh SQLite database at once fail, ecosystem.md §1), and
+worker starts (two processes creating a fresh SQLite database at once fail, docs/dependencies.md §1.3), and
 recovers the trials of dead processes; the workers then only load them. The launcher is worker 0 itself
 (its loop runs while the others do, with its progress bar), so n workers take n processes, not n + 1.
 The others are spawned, not forked: each builds its own database connections and Numba state. They are

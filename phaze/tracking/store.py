@@ -1,6 +1,6 @@
 """Where runs go and how a finished job is logged.
 
-MLflow 3 refuses a plain `./mlruns` file store (ecosystem.md §1.1), so the default store is an
+MLflow 3 refuses a plain `./mlruns` file store (docs/dependencies.md §1.1), so the default store is an
 SQLite database inside the project's `mlruns/` folder, with artifacts beside it.
 """
 
@@ -35,7 +35,7 @@ SQLITE_PREFIX = "sqlite:///"
 def sqlite_creation_lock(uri: str):
     """Hold an exclusive file lock beside an SQLite store while it may be created: MLflow's schema
     migrations fail when two processes create the same fresh database at once (measured:
-    `table _alembic_tmp_experiments already exists`, ecosystem.md §1). Other URIs need no lock."""
+    `table _alembic_tmp_experiments already exists`, docs/dependencies.md §1.3). Other URIs need no lock."""
     if not uri.startswith(SQLITE_PREFIX):
         yield
         return
@@ -49,27 +49,38 @@ def sqlite_creation_lock(uri: str):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def experiment_id(client, name: str, uri: str) -> str:
-    """The experiment's id, creating it with artifacts under mlruns/artifacts for a local SQLite store.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+CLASSIC_ML_KIND = "custom_model_development"
+"""The experiment tag MLflow 3's UI reads to choose an experiment's page, and its value for the classic machine-learning
+view (runs table, charts, compare): without it the UI infers the GenAI view (traces, evaluations, the assistant)."""
 
-    `client` is the `mlflow` module or an `MlflowClient`: both offer these two calls. Callers that may
+
+def experiment_id(client, name: str, uri: str) -> str:
+    """The experiment's id, creating it with artifacts under mlruns/artifacts for a local SQLite store, and tagged to open
+    in MLflow's classic machine-learning view (an existing experiment is tagged too).
+
+    `client` is the `mlflow` module or an `MlflowClient`: both offer these calls. Callers that may
     create the store hold `sqlite_creation_lock(uri)` around the client's first use.
     """
     from mlflow.exceptions import MlflowException
 
     existing = client.get_experiment_by_name(name)
-    if existing is not None:
-        return existing.experiment_id
-    artifact_location = None
-    if uri.startswith(SQLITE_PREFIX):
-        artifact_location = (Path(uri[len(SQLITE_PREFIX):]).parent / ARTIFACTS_DIR).resolve().as_uri()
-    try:
-        return client.create_experiment(name, artifact_location=artifact_location)
-    except MlflowException:  # another worker created it first (the name is unique)
+    if existing is None:
+        artifact_location = None
+        if uri.startswith(SQLITE_PREFIX):
+            artifact_location = (Path(uri[len(SQLITE_PREFIX):]).parent / ARTIFACTS_DIR).resolve().as_uri()
+        try:
+            client.create_experiment(name, artifact_location=artifact_location, tags={EXPERIMENT_KIND_TAG: CLASSIC_ML_KIND})
+        except MlflowException:  # another worker created it first (the name is unique)
+            pass
         existing = client.get_experiment_by_name(name)
         if existing is None:
-            raise
-        return existing.experiment_id
+            raise MlflowException(f"experiment {name!r} could not be created in {uri}")
+    if existing.tags.get(EXPERIMENT_KIND_TAG) != CLASSIC_ML_KIND:
+        from mlflow import MlflowClient
+
+        MlflowClient(tracking_uri=uri).set_experiment_tag(existing.experiment_id, EXPERIMENT_KIND_TAG, CLASSIC_ML_KIND)
+    return existing.experiment_id
 
 
 def log_summary_run(uri: str, experiment: str, run_name: str, params: dict, metrics: dict, config_yaml: str, tags: dict | None = None,

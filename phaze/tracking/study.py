@@ -1,7 +1,7 @@
 """MLflow runs of a search: one parent run per study, one child run per trial.
 
 Children are written with `MlflowClient.log_batch` (one call for all of a trial's params, metrics
-and tags: ~15 ms per run on SQLite against ~21 ms for the fluent API, ecosystem.md §1.3), by the
+and tags: ~15 ms per run on SQLite against ~21 ms for the fluent API, docs/dependencies.md §1.3), by the
 process that ran the trial, before Optuna records the trial's end (`flush_every=1`), so no other
 process ever has to log it and a finished trial always has its run; a larger `flush_every`
 buffers for a single process. The time spent is measured and reported. A child carries the
@@ -10,6 +10,10 @@ never logged twice, and the run of a trial that died (its process killed after l
 mid-write) is closed as FAILED when the study marks the trial failed. Several workers share one
 parent: the earliest-started parent of the study wins and a later duplicate, created by a worker
 that raced it, is deleted.
+
+Every child says what its numbers are in its tag `status`: `evaluated` (metric `throughput_seq_s`),
+`pruned` (tag `pruned_by`: which bound; metric `bound_throughput_seq_s`, an upper bound, never a
+throughput) or `infeasible` (fully evaluated, but no placement fits in memory: no throughput).
 """
 
 from __future__ import annotations
@@ -26,6 +30,16 @@ STUDY_TAG = "phaze.study"
 TRIAL_PARAM = "trial_number"
 TRIAL_TAG = "phaze.trial_number"
 RUN_NAME_TAG = "mlflow.runName"
+ROLE_TAG = "phaze_role"
+STATUS_TAG = "status"
+EVALUATED, PRUNED, INFEASIBLE = "evaluated", "pruned", "infeasible"
+"""Values of a child run's STATUS_TAG."""
+PRUNED_BY_TAG = "pruned_by"
+BOUND_PREFIX = "bound_"
+"""A pruned trial's bound is logged as BOUND_PREFIX + the metric it bounds (bound_throughput_seq_s)."""
+OBJECTIVE_METRICS = {"throughput": "throughput_seq_s", "throughput_per_tdp": "perf_per_tdp"}
+"""The child-run metric that is each search.objective's value."""
+CONFIG_ARTIFACT = "config.yaml"
 MAX_CHILDREN = 50000
 """search_runs page size; MLflow's SQL store accepts up to 50,000 results per call."""
 
@@ -39,25 +53,35 @@ class TrialRecord:
 
 
 class StudyTracker:
-    """The parent run of a study and its buffered child runs."""
+    """The parent run of a study and its buffered child runs.
 
-    def __init__(self, uri: str, experiment: str, study_name: str, flush_every: int = 50):
+    `run_name` names a parent this tracker creates (default: the study's name); `params` are logged on the parent
+    (those it lacks), `config_yaml` as its artifact config.yaml when it has none.
+    """
+
+    def __init__(self, uri: str, experiment: str, study_name: str, flush_every: int = 50, run_name: str | None = None,
+                 params: dict | None = None, config_yaml: str | None = None):
         from mlflow import MlflowClient
 
         with sqlite_creation_lock(uri):
             self.client = MlflowClient(tracking_uri=uri)
             self.experiment_id = experiment_id(self.client, experiment, uri)
         self.study_name = study_name
+        self.run_name = run_name or study_name
         self.flush_every = flush_every
         self.buffer: list[TrialRecord] = []
         self.logging_s = 0.0
         self.logged = 0
         self.parent_id = self._parent_run()
         self.known = self._logged_trials()
+        if params:
+            self.log_params(params)
+        if config_yaml is not None and not self.client.list_artifacts(self.parent_id, CONFIG_ARTIFACT):
+            self.client.log_text(self.parent_id, config_yaml, CONFIG_ARTIFACT)
 
     def _parents(self) -> list:
         return self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{self.study_name}' and tags.phaze_role = 'study'",
+            [self.experiment_id], filter_string=f"tags.`{STUDY_TAG}` = '{self.study_name}' and tags.{ROLE_TAG} = 'study'",
             order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
         )
 
@@ -65,7 +89,7 @@ class StudyTracker:
         """The study's parent run: the existing one when the study is resumed or shared, else a new one."""
         found = self._parents()
         if not found:
-            mine = self.client.create_run(self.experiment_id, run_name=self.study_name, tags={STUDY_TAG: self.study_name, "phaze_role": "study"})
+            mine = self.client.create_run(self.experiment_id, run_name=self.run_name, tags={STUDY_TAG: self.study_name, ROLE_TAG: "study"})
             found = self._parents()
             if found[0].info.run_id != mine.info.run_id:  # a worker created one first: keep the earliest
                 self.client.delete_run(mine.info.run_id)
@@ -118,7 +142,7 @@ class StudyTracker:
         start = time.perf_counter()
         now_ms = int(time.time() * 1000)
         for rec in self.buffer:
-            tags = {PARENT_TAG: self.parent_id, STUDY_TAG: self.study_name, TRIAL_TAG: str(rec.number), "phaze_role": "trial",
+            tags = {PARENT_TAG: self.parent_id, STUDY_TAG: self.study_name, TRIAL_TAG: str(rec.number), ROLE_TAG: "trial",
                     **{k: str(v) for k, v in rec.tags.items()}}
             run_id = self.client.create_run(self.experiment_id, run_name=f"trial-{rec.number}", tags=tags).info.run_id
             params = [Param(TRIAL_PARAM, str(rec.number))] + [Param(k, str(v)) for k, v in rec.params.items()]
@@ -129,17 +153,22 @@ class StudyTracker:
         self.buffer.clear()
         self.logging_s += time.perf_counter() - start
 
-    def finish(self, metrics: dict, tables: dict | None = None, figures: dict | None = None) -> None:
-        """Flush the children, then log the study's metrics, tables (pandas, as JSON) and figures on the parent."""
-        from mlflow.entities import Metric
+    def finish(self, metrics: dict, tables: dict | None = None, figures: dict | None = None, tags: dict | None = None) -> None:
+        """Flush the children, then log the study's metrics, tags, tables (pandas: CSV for a name ending .csv, which
+        MLflow's UI shows as a table, else JSON) and figures on the parent."""
+        from mlflow.entities import Metric, RunTag
 
         self.flush()
         now_ms = int(time.time() * 1000)
-        self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now_ms, 0) for k, v in metrics.items() if v is not None])
+        self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now_ms, 0) for k, v in metrics.items() if v is not None],
+                              tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()])
         with tempfile.TemporaryDirectory() as tmp:
             for name, frame in (tables or {}).items():
                 path = Path(tmp) / name
-                frame.to_json(path, orient="split", index=False)
+                if name.endswith(".csv"):
+                    frame.to_csv(path, index=False)
+                else:
+                    frame.to_json(path, orient="split", index=False)
                 self.client.log_artifact(self.parent_id, str(path))
             for name, fig in (figures or {}).items():
                 path = Path(tmp) / name

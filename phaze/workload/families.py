@@ -457,7 +457,7 @@ def build_model(cfg, num_layers: int, dtype=torch.bfloat16) -> nn.Module:
     hf_cfg = family.build_config(cfg, num_layers)
     register_with_transformers()
     register_experts()
-    # Our eager wrapper calls the model's own eager attention (SDPA on meta fails inside AOTAutograd, ecosystem.md §6.2).
+    # Our eager wrapper calls the model's own eager attention (SDPA on meta fails inside AOTAutograd, docs/dependencies.md §6.2).
     hf_cfg._attn_implementation = HF_NAME if cfg.attention == "flash" else HF_EAGER_NAME
     if family.tp_plan.experts:
         hf_cfg._experts_implementation = HF_EXPERTS_NAME

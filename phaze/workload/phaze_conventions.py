@@ -1,4 +1,4 @@
-"""The workload as the PHAZE code costs it, one `compat.*` switch per convention (reference/phaze-method.md §9).
+"""The workload as the PHAZE code costs it, one `compat.*` switch per convention (docs/phaze-reference.md §9).
 
 Each switch rewrites the operator tables the cost model reads, after extraction (the workload cache
 keeps the traced step; the schedule cache keys on the latencies these tables produce):

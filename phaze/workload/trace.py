@@ -2,7 +2,7 @@
 
 `aot_function` splits the joint graph into a forward and a backward fx graph on meta tensors: the
 backward holds the data-gradient and the weight-gradient matmuls, and the tensors the forward
-saves for it are exactly the backward graph's non-tangent inputs (ecosystem.md §6.2).
+saves for it are exactly the backward graph's non-tangent inputs (docs/dependencies.md §6.2).
 """
 
 from __future__ import annotations

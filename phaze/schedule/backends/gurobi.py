@@ -1,6 +1,6 @@
 """Gurobi through gurobipy, imported lazily; the pip licence's size limit is detected, not assumed.
 
-reference/ecosystem.md section 4.1: the PyPI licence refuses models over 2,000 variables or 2,000
+docs/dependencies.md §4.1: the PyPI licence refuses models over 2,000 variables or 2,000
 linear constraints with GurobiError errno 10010 at optimize(); a full licence (GRB_LICENSE_FILE)
 has no such limit.
 """
@@ -16,9 +16,9 @@ from phaze.schedule.backends._base import MIP_ABS_GAP, Backend, SolveParams, Sol
 from phaze.schedule.problem import MilpModel
 
 PIP_MAX_VARS = 2000
-"""Largest variable count of the size-limited pip licence (ecosystem.md section 4.1)."""
+"""Largest variable count of the size-limited pip licence (docs/dependencies.md §4.1)."""
 PIP_MAX_CONSTRS = 2000
-"""Largest linear-constraint count of the size-limited pip licence (ecosystem.md section 4.1)."""
+"""Largest linear-constraint count of the size-limited pip licence (docs/dependencies.md §4.1)."""
 SIZE_LIMIT_ERRNO = 10010
 """GRB.Error.SIZE_LIMIT_EXCEEDED."""
 
