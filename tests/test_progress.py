@@ -131,6 +131,8 @@ def test_time_left_kind_by_kind():
     early = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), bound_s=0.5, evaluations=3)
     assert time_left_s(early, None, 30.0, 12.0, 30.0) == pytest.approx(78.0 + 1.0)
     assert time_left_s(early, None, None, 12.0, None) is None  # no evaluation has finished
+    unbounded = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), bound_s=None, evaluations=3)
+    assert time_left_s(unbounded, None, 30.0, 12.0, 30.0) == pytest.approx(78.0)  # no bound against a value yet
     assert time_left_s(Ahead(3, np.zeros(2), np.zeros(2, bool)), None, None, 0.0, None) == 0.0  # all dismissed
 
 
@@ -163,6 +165,9 @@ def test_line_before_a_value_to_beat_counts_the_evaluations_left():
     shown.update(1, 88080, settled=False)
     assert out.getvalue() == ("points: 1/88080 decided (0%) after 00:50, 0.02 points/s, 02:36 left "
                               "(4 full evaluation(s) before a value to beat)\n")
+    reading = Ahead(1, np.array([1.0, 1.0]), np.array([False, False]), None, evaluations=4)  # no bound against a value
+    shown.tick()
+    assert shown.rate_text(150.0) == "0.02 points/s, at least 02:30 left (4 full evaluation(s) before a value to beat)"
 
 
 def test_known_bounds_are_known_bound_of_every_point(tmp_path):

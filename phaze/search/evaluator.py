@@ -360,7 +360,8 @@ class SpaceEvaluator:
         self._start_bounds()
         self.bounds_s = time.perf_counter() - start
         self.placement_bounds, self.placement_bound_s = 0, 0.0
-        """Placement bounds asked for so far and their seconds (a study's progress costs the bounds still to find)."""
+        """Placement bounds asked for against a value to beat so far, and their seconds: a study's progress costs the
+        signatures still to bound by them (without one the DP looks for every placement, many times slower)."""
 
     def _start_bounds(self) -> None:
         """The bounds of self.models before any point is bounded further: their mean work bound, no caps."""
@@ -406,8 +407,9 @@ class SpaceEvaluator:
         stopped as soon as it cannot beat `beat` (see bounded_mean)."""
         start = time.perf_counter()
         bound = self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
-        self.placement_bounds += 1
-        self.placement_bound_s += time.perf_counter() - start
+        if beat is not None:
+            self.placement_bounds += 1
+            self.placement_bound_s += time.perf_counter() - start
         return bound
 
     def known_bound(self, index: int) -> float:

@@ -1,7 +1,10 @@
 """A study's progress in a form a person can trust: a live bar on a terminal, a plain line at most every
-PLAIN_INTERVAL_S when the output is a file or a pipe, and a time left that comes from the points still to decide over
-the measured rate of deciding them (RateMeter), not from tqdm's count over elapsed time on a bar whose total shrinks and
-whose count jumps as the branch and bound passes points over."""
+PLAIN_INTERVAL_S when the output is a file or a pipe, and a time left that comes from the points still to decide, not
+from tqdm's count over elapsed time on a bar whose total shrinks and whose count jumps as the branch and bound passes
+points over. For a branch-and-bound study the points ahead are split by what deciding them will cost (kinds_ahead: a
+look-up for those a bound already found dismisses, a placement bound per cost signature not bounded yet, a DP or a
+trial for those bounded but still open), each kind at its measured cost (time_left_s); the headline run decides its
+points at costs 10,000x apart, so a rate of points alone is hundreds of times off (experiments/results/progress_estimate.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, TextIO
 
 import numpy as np
@@ -22,12 +25,13 @@ forty lines, and a person reading it sees one at most 10 s old (issue 45)."""
 POLL_S = 1.0
 """Seconds between two readings of the points decided: the sampler decides thousands of points within one proposal,
 where no trial ends (the walk over the points its bounds pass over: 11,033 of the headline run's 11,133 in the last
-17% of its study, experiments/results/progress_estimate.md)."""
+25% of its study, experiments/results/progress_estimate.md)."""
 RATE_WINDOW_S = 10.0
-"""Seconds back over which the rate is measured (RateMeter): the headline run decides points at rates 4000x apart
-(0.1 a second through its full evaluations, 391 a second in the walk at its end), so the rate must follow the latest;
-past the first 20% of its points the time left at this rate was at most 4.95x off, against 13.6x over 30 s and 153x
-since the start, tqdm's rate (experiments/results/progress_estimate.md)."""
+"""Seconds back over which a rate is measured (RateMeter: the points' rate shown, and the bounded points' in
+time_left_s): the headline run decides points at rates thousands of times apart (0.1 a second through its full
+evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
+points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x over 30 s and 90.7x since
+the start, tqdm's rate (experiments/results/progress_estimate.md)."""
 
 
 def clock(seconds: float) -> str:
@@ -98,7 +102,8 @@ class Ahead:
     bounded: np.ndarray
     """kinds_ahead's bounded points, over the same points."""
     bound_s: float | None = None
-    """Mean seconds of a placement bound so far (SpaceEvaluator.placement_bound_s over placement_bounds)."""
+    """Mean seconds of a placement bound against a value to beat so far (SpaceEvaluator.placement_bound_s over
+    placement_bounds); None before the first."""
     evaluations: int = 0
     """Full evaluations still needed before there is a value to beat (search.top_n less the points completed); the
     kinds are then read against the lowest value completed so far."""
@@ -109,7 +114,8 @@ def time_left_s(ahead: Ahead, bounded_rate: float | None, evaluation_s: float | 
     """Seconds left, kind by kind at its measured cost: the full evaluations before a value to beat at their mean
     `evaluation_s` (less the `running_s` the current one has run), a placement bound per fresh signature at the mean
     `bound_s`, the bounded points at the rate they were passed over the last RATE_WINDOW_S (`bounded_rate`, per s),
-    before that at the mean trial `trial_s`. None where a kind with points left has no measured cost yet."""
+    before that at the mean trial `trial_s`. None where a kind with points left has no measured cost yet, except
+    before a value to beat: then the evaluations' seconds alone, at least what is left (StudyProgress says so)."""
     left_s = 0.0
     if ahead.evaluations:
         if evaluation_s is None:
@@ -118,12 +124,12 @@ def time_left_s(ahead: Ahead, bounded_rate: float | None, evaluation_s: float | 
     signatures = float(ahead.fresh.sum())
     if signatures > 0:
         if ahead.bound_s is None:
-            return None
+            return left_s if ahead.evaluations else None
         left_s += signatures * ahead.bound_s
     bounded = int(ahead.bounded.sum())
     if bounded:
         if bounded_rate is None and trial_s is None:
-            return None
+            return left_s if ahead.evaluations else None
         left_s += bounded / bounded_rate if bounded_rate is not None else bounded * trial_s
     return left_s
 
@@ -174,7 +180,8 @@ class StudyProgress:
         """Bounded points (kinds_ahead) the cursor has passed, each of that kind when last read."""
         self.bounded_meter = RateMeter()
         self.evaluations_s: list[float] = []
-        self.trials_s: list[float] = []
+        self.trials_s: list[tuple[float, bool]] = []
+        """(seconds, whether there was a value to beat) of every trial."""
         self.last_evaluation_s = self.start_s
         self.lock = threading.Lock()
         self.bar = None
@@ -202,7 +209,7 @@ class StudyProgress:
     def trial(self, seconds: float, evaluated: bool) -> None:
         """A trial took `seconds` (`evaluated`: a full evaluation that completed)."""
         with self.lock:
-            self.trials_s.append(seconds)
+            self.trials_s.append((seconds, self.settled))
             if evaluated:
                 self.evaluations_s.append(seconds)
                 self.last_evaluation_s = self.now()
@@ -255,12 +262,15 @@ class StudyProgress:
         """The rate and the time left from the kinds of the points ahead (time_left_s)."""
         shown = "rate not measured yet" if rate is None else f"{rate:.3g} {self.unit}/s"
         evaluation_s = float(np.mean(self.evaluations_s)) if self.evaluations_s else None
-        trial_s = float(np.mean(self.trials_s)) if self.trials_s else None
+        against = [seconds for seconds, settled in self.trials_s if settled]  # a trial pruned against a value costs less
+        trial_s = float(np.mean(against or [seconds for seconds, _ in self.trials_s])) if self.trials_s else None
         left_s = time_left_s(self.known, self.bounded_meter.per_s(), evaluation_s, time_s - self.last_evaluation_s, trial_s)
         if self.known.evaluations:
             if left_s is None:
                 return f"{shown}, no value to beat yet"
-            return f"{shown}, {clock(left_s)} left ({self.known.evaluations} full evaluation(s) before a value to beat)"
+            whole = time_left_s(replace(self.known, evaluations=0), self.bounded_meter.per_s(), None, 0.0, trial_s) is not None
+            return (f"{shown}, {'' if whole else 'at least '}{clock(left_s)} left ({self.known.evaluations} full "
+                    f"evaluation(s) before a value to beat)")
         if left_s is None:
             return f"{shown}, time left not measured yet"
         return f"{shown}, {clock(left_s)} left"
