@@ -10,10 +10,9 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from experiments.dashboard_screenshots import (CHROMEDRIVER, CHROMIUM, EMPTY_COLUMNS, THROUGHPUT_COLUMN, THROUGHPUT_WIDEN_PX, Dashboard,
-                                               chromium, mlflow_ui, run_cli_studies, screenshot)
+from phaze.tracking.dashboard import (CHROMEDRIVER, CHROMIUM, EMPTY_COLUMNS, THROUGHPUT_COLUMN, THROUGHPUT_WIDEN_PX, TINY_MODEL, Dashboard,
+                                      chromium, mlflow_ui, run_cli_studies, screenshot)
 from tests.conftest import need_executable
-from tests.test_search_study import TINY_MODEL
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -1,13 +1,13 @@
-"""phaze's layer model against whole transformer layers timed on a real H100 (experiments/gpu_layer_check.py; the
+"""phaze's layer model against whole transformer layers timed on a real H100 (experiments/validation/gpu_layer_check.py; the
 measurements in experiments/data/h100_layers/): eager PyTorch layers as `train=fsdp` prices them, and compiled ones
-as fused kernels (`train.fused_kernels=true`, phaze.workload.fused_ops) price them."""
+as fused kernels (`train.fused_kernels=true`, phaze.workload.fused_ops) price them (phaze.report.layer_prediction)."""
 
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from experiments.gpu_layer_check import COMPILED, predicted_layer
+from phaze.report.layer_prediction import COMPILED, predicted_layer
 
 MEASURED = pd.read_csv(Path(__file__).resolve().parent.parent / "experiments" / "data" / "h100_layers" / "h100_layers.csv")
 PRICED = MEASURED[MEASURED.norm.isin(["layer_norm", "eager_rms", COMPILED])]

@@ -24,7 +24,7 @@ collective stream for ZeRO-3, no layer MILP)."""
 SCRIPT = textwrap.dedent("""
     import json, sys
     from phaze.kernels import start_warm_up
-    from phaze.placement import dp
+    from phaze.placement import dp, reconstruct
     from phaze.schedule import modes, sgs
     from phaze.config import compose_config
     from phaze.hardware.space import enumerate_space
@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent("""
     if __name__ == "__main__":
         process = start_warm_up()
         process.join()
-        kernels = {f"{m.__name__}.{n}": getattr(m, n) for m in (dp, modes, sgs) for n in dir(m)
+        kernels = {f"{m.__name__}.{n}": getattr(m, n) for m in (dp, reconstruct, modes, sgs) for n in dir(m)
                    if hasattr(getattr(m, n), "stats")}
         for job in json.loads(sys.argv[1]):
             cfg = compose_config(*job, f"cache_dir={sys.argv[2]}")

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from phaze import pipeline
+from phaze.evaluation import refine as pipeline
 from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space

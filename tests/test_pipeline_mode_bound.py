@@ -4,7 +4,7 @@ the schedules, and so every value, stay the MILP's."""
 import numpy as np
 import pytest
 
-from phaze import pipeline
+from phaze.evaluation import refine as pipeline
 from phaze.config import compose_config
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space

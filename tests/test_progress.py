@@ -18,7 +18,8 @@ import pytest
 
 from phaze.config import compose_config
 from phaze.search import progress
-from phaze.search.progress import PLAIN_INTERVAL_S, Ahead, RateMeter, StudyProgress, kinds_ahead, terminal_shape, time_left_s
+from phaze.search.bound_clock import PLACEMENT
+from phaze.search.progress import PLAIN_INTERVAL_S, Ahead, Costs, RateMeter, StudyProgress, kinds_ahead, terminal_shape, time_left_s
 from phaze.search.study import run_study
 from tests.test_search_study import TINY_MODEL
 
@@ -121,53 +122,88 @@ def test_kinds_of_the_points_ahead():
 
 
 def test_time_left_kind_by_kind():
-    ahead = Ahead(cursor=40, fresh=np.array([0.5, 0.5, 1.0, 0.0]), bounded=np.array([False, False, False, True]),
-                  bound_s=0.02, evaluations=0)
-    # 2 signatures x 0.02 s, 1 bounded point at 0.5 per s: 0.04 + 2.0
-    assert time_left_s(ahead, 0.5, None, 0.0, 7.0) == pytest.approx(2.04)
-    assert time_left_s(ahead, None, None, 0.0, 7.0) == pytest.approx(7.04)  # no rate yet: at the mean trial, 7 s
-    assert time_left_s(ahead, None, None, 0.0, None) is None
-    # before a value to beat: 3 evaluations of 30 s, the current one 12 s in: 78 s, then the kinds as read
-    early = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), bound_s=0.5, evaluations=3)
-    assert time_left_s(early, None, 30.0, 12.0, 30.0) == pytest.approx(78.0 + 1.0)
-    assert time_left_s(early, None, None, 12.0, None) is None  # no evaluation has finished
-    unbounded = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), bound_s=None, evaluations=3)
-    assert time_left_s(unbounded, None, 30.0, 12.0, 30.0) == pytest.approx(78.0)  # no bound against a value yet
-    assert time_left_s(Ahead(3, np.zeros(2), np.zeros(2, bool)), None, None, 0.0, None) == 0.0  # all dismissed
+    """A placement bound per fresh signature and per bounded point, a trial per bounded signature (its share)."""
+    ahead = Ahead(cursor=40, fresh=np.array([0.5, 0.5, 1.0, 0.0, 0.0, 0.0]), bounded=np.array([False, False, False, True, True, True]),
+                  bound_s=0.02, groups=np.array([7, 7, 8, 9, 9, 5]))
+    assert ahead.bounded_groups().tolist() == [5, 9] and ahead.bounded_groups(4).tolist() == [9]
+    # 2 fresh signatures + 3 bounded points at 0.02 s: 0.1 s; 2 bounded signatures at 4 s x a share of 0.5: 4 s
+    assert time_left_s(ahead, Costs(trial_s=4.0, trial_share=0.5, milp_s=30.0)) == pytest.approx((4.1, True))
+    assert time_left_s(ahead, Costs(milp_s=3.0)) == pytest.approx((6.1, True))  # no trial against a value: a MILP each
+    assert time_left_s(ahead, Costs()) is None  # a kind without a cost, after a value to beat: nothing shown
+    no_groups = Ahead(cursor=40, fresh=np.zeros(3), bounded=np.array([True, False, True]), bound_s=0.5)
+    assert no_groups.bounded_groups().tolist() == [40, 42]  # each point its own
+    assert time_left_s(no_groups, Costs(trial_s=1.0)) == pytest.approx((1.0 + 2.0, True))
+    # before a value to beat: 3 evaluations of 30 s, the current one 12 s in: 78 s, then the kinds read against the
+    # lowest value completed, the bounds at the probe's 0.5 s
+    early = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), evaluations=3)
+    assert time_left_s(early, Costs(evaluation_s=30.0, running_s=12.0, probe_s=0.5)) == pytest.approx((78.0 + 1.0, True))
+    assert time_left_s(early, Costs(running_s=12.0, probe_s=0.5)) is None  # no evaluation has finished
+    assert time_left_s(early, Costs(evaluation_s=30.0, running_s=12.0)) == pytest.approx((78.0, False))  # at least
+    assert time_left_s(Ahead(3, np.zeros(2), np.zeros(2, bool)), Costs()) == (0.0, True)  # all dismissed
 
 
 def test_line_from_the_kinds_ahead():
-    """A bounded point passed counts at the rate of bounded points; a fresh signature at the mean placement bound."""
+    """The trial share: trials against a value per bounded signature passed since there is a value to beat."""
     out, now = io.StringIO(), FakeClock()
-    readings = iter([Ahead(10, np.array([0.0, 1.0, 0.5, 0.5]), np.array([True, False, False, False]), 0.25),
-                     Ahead(11, np.array([1.0, 0.5, 0.5]), np.array([False, False, False]), 0.25),
-                     Ahead(11, np.array([1.0, 0.5, 0.5]), np.array([False, False, False]), 0.25)])
+    groups = np.array([3, 3, 4, 5])
+    readings = iter([Ahead(10, np.array([0.0, 0.0, 0.5, 0.5]), np.array([True, True, False, False]), 0.25, groups=groups),
+                     Ahead(12, np.array([0.5, 0.5]), np.array([False, False]), 0.25, groups=groups[2:]),
+                     Ahead(12, np.array([0.5, 0.5]), np.array([False, True]), 0.25, groups=groups[2:])])
     shown = StudyProgress(total=14, unit="points", stream=out, now=now, ahead=lambda: next(readings))
     now.time_s = 102.0
-    shown.update(10, 14)
-    assert shown.rate_text(now.time_s) == "5 points/s, time left not measured yet"  # a bounded point, no trial yet
+    shown.update(10, 14)  # 1 fresh signature + 2 bounded points at 0.25 s, 1 bounded signature without a cost
+    assert shown.rate_text(now.time_s) == "5 points/s, time left not measured yet"
     now.time_s = 106.0
-    shown.update(11, 14)  # the bounded point passed in 4 s: 0.25 per s; 2 signatures left at 0.25 s: 0.5 s
-    assert shown.bounded_decided == 1 and shown.bounded_meter.per_s() == pytest.approx(0.25)
-    assert shown.rate_text(now.time_s) == "1.83 points/s, 00:00 left"  # the points: 11 in 6 s
-    now.time_s = 112.0  # the points' rate from 102 s, 10 s back: 1 point in 10 s
-    shown.update(11, 14)
-    assert out.getvalue().splitlines() == ["points: 11/14 decided (79%) after 00:12, 0.1 points/s, 00:00 left"]
+    shown.trial(8.0, False)  # a trial against the value, 8 s
+    shown.update(12, 14)  # passed the bounded signature 3 (2 points): share 1/1; 1 fresh signature left: 0.25 s
+    assert shown.passed_groups == {3} and shown.costs(now.time_s).trial_share == 1.0
+    assert shown.rate_text(now.time_s) == "2 points/s, 00:00 left"
+    now.time_s = 112.0  # the points' rate from 102 s, 10 s back: 2 points in 10 s; signature 5 bounded: a trial of 8 s
+    shown.update(12, 14)
+    assert out.getvalue().splitlines() == ["points: 12/14 decided (86%) after 00:12, 0.2 points/s, 00:08 left"]
+
+
+def test_trial_share_follows_the_last_window():
+    """Bounded signatures passed without a trial over the last RATE_WINDOW_S bring the share of trials down: the walk's
+    open signatures near its end are dismissed by their bounds."""
+    now, groups = FakeClock(), np.arange(6)
+    readings = iter([Ahead(0, np.zeros(6), np.ones(6, bool), 0.1, groups=groups),
+                     Ahead(2, np.zeros(4), np.ones(4, bool), 0.1, groups=groups[2:]),
+                     Ahead(6, np.zeros(0), np.zeros(0, bool), 0.1, groups=groups[:0])])
+    shown = StudyProgress(total=6, unit="points", stream=io.StringIO(), now=now, ahead=lambda: next(readings))
+    shown.update(0, 6)
+    now.time_s = 101.0
+    shown.trial(4.0, False)
+    shown.update(2, 6)  # 2 signatures passed, 1 trial: a share of 0.5
+    assert shown.costs(now.time_s).trial_share == 0.5
+    now.time_s = 115.0  # 4 more passed since 105 s, no trial in the window: 0
+    shown.update(6, 6)
+    assert shown.costs(now.time_s).trial_share == 0.0
+    now.time_s = 140.0  # nothing passed and no trial in the window: the latest share stays
+    assert shown.costs(now.time_s).trial_share == 0.0
 
 
 def test_line_before_a_value_to_beat_counts_the_evaluations_left():
+    """Before a value to beat: the evaluations left, and the bounds at the probe's cost, timed after each evaluation."""
     out, now = io.StringIO(), FakeClock()
-    reading = Ahead(1, np.array([1.0, 1.0]), np.array([False, False]), 3.0, evaluations=4)
-    shown = StudyProgress(total=88080, unit="points", stream=out, now=now, settled=False, ahead=lambda: reading)
+    reading = Ahead(1, np.array([1.0, 1.0]), np.array([False, False]), evaluations=4)
+    probes = iter([3.0])
+    shown = StudyProgress(total=88080, unit="points", stream=out, now=now, settled=False, ahead=lambda: reading,
+                          probe=lambda: next(probes))
+    shown.tick()
+    assert shown.rate_text(100.0) == "rate not measured yet, no value to beat yet"  # no evaluation has ended
     now.time_s = 140.0
-    shown.trial(40.0, True)  # the first full evaluation took 40 s, ended at 140 s
+    shown.trial(40.0, True, milps_s=(12.0, 13.0))  # the first full evaluation took 40 s, ended at 140 s; probe: 3 s
+    assert shown.costs(140.0).probe_s == 3.0 and shown.costs(140.0).milp_s == 12.5
     now.time_s = 150.0  # 4 left at 40 s, the next 10 s in: 150 s; 2 signatures at 3 s: 156 s = 02:36
     shown.update(1, 88080, settled=False)
     assert out.getvalue() == ("points: 1/88080 decided (0%) after 00:50, 0.02 points/s, 02:36 left "
                               "(4 full evaluation(s) before a value to beat)\n")
-    reading = Ahead(1, np.array([1.0, 1.0]), np.array([False, False]), None, evaluations=4)  # no bound against a value
-    shown.tick()
+    shown.probes_s = []  # no cost for a bound yet: the evaluations alone, at least
     assert shown.rate_text(150.0) == "0.02 points/s, at least 02:30 left (4 full evaluation(s) before a value to beat)"
+    shown.settled = True
+    shown.trial(2.0, False)  # a trial against a value runs no probe
+    assert shown.probes_s == []
 
 
 def test_known_bounds_are_known_bound_of_every_point(tmp_path):
@@ -179,7 +215,7 @@ def test_known_bounds_are_known_bound_of_every_point(tmp_path):
     ev, points = out.evaluator, np.arange(len(out.evaluator))
     one_by_one = np.array([ev.known_bound(int(i)) for i in points])
     assert np.array_equal(ev.known_bounds(points), one_by_one)
-    assert (one_by_one < ev.work_bound).sum() > 0 and ev.placement_bounds > 0 and ev.placement_bound_s > 0
+    assert (one_by_one < ev.work_bound).sum() > 0 and ev.bound_clock.count[PLACEMENT] > 0 and ev.bound_clock.mean_s(PLACEMENT) > 0
 
 
 def test_terminal_draws_a_bar_on_a_pseudo_terminal_without_a_size(monkeypatch):

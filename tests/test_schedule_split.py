@@ -24,7 +24,7 @@ EXACT_REL = 1e-9
 
 LAYER = Path(__file__).parent / "data" / "llama2_bwd_layer.npz"
 """The first layer MILP of `python -m phaze.run model=llama2 hw=phaze_grid` (train=phaze; 79 operators, 4 tensor and 4
-vector cores), captured with experiments/milp_optimality.py's wrapper. Relative to its list schedule the MILP at
+vector cores), captured with experiments/validation/milp_optimality.py's wrapper. Relative to its list schedule the MILP at
 schedule.work_limit=5 keeps 0.9948 with its bound at 0.9824 (gap 1.2%, status time_limit); 60 work units prove the
 optimum at 0.9935 (experiments/results/milp_optimality.md)."""
 

@@ -113,7 +113,7 @@ def test_released_workers_exit_while_the_launcher_goes_on():
 WORKER_WITHOUT_TORCH = """
 import pickle, sys
 import phaze.run  # a spawned worker imports the command's module again (multiprocessing's spawn)
-from phaze.search.workers import work
+from phaze.search.loop import work
 evaluator = pickle.load(open(sys.argv[1], "rb"))
 values = [round(evaluator.evaluate(i).throughput_seq_s, 9) for i in range(int(sys.argv[2]))]
 print(sorted(m for m in ("torch", "transformers") if m in sys.modules), values)

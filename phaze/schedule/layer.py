@@ -33,7 +33,7 @@ whatever the round-off in best * (1 - gap)."""
 
 MODE_ROUNDS = 2
 """Rounds of list-scheduling the mode search's open assignments, each at the gap below the best schedule so far. On
-the 20 open Llama-2-7B backward layers of experiments/bench_mode_search.py the first round shortened 7 by 2.9-3.7%
+the 20 open Llama-2-7B backward layers of experiments/performance/bench_mode_search.py the first round shortened 7 by 2.9-3.7%
 and a second never found more; it enumerates the assignments again at the shorter schedule's gap, fewer of them,
 so that more modes are fixed in the MILP."""
 

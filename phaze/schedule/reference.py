@@ -1,5 +1,5 @@
 """Plain-Python list scheduler, the reference the Numba one (heuristic.py, sgs.py) must equal tie for tie;
-kept for tests and for experiments/bench_list_schedule.py's speed ratio."""
+kept for tests and for experiments/performance/bench_list_schedule.py's speed ratio."""
 
 from __future__ import annotations
 

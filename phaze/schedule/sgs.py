@@ -2,7 +2,7 @@
 insertion, non-delay generation, forward-backward justification and Kahn's priority lists.
 
 They make the same choices as the plain-Python scheduler in phaze/schedule/reference.py, tie for tie,
-so a schedule does not depend on which one ran; the tests hold them equal and experiments/bench_list_schedule.py
+so a schedule does not depend on which one ran; the tests hold them equal and experiments/performance/bench_list_schedule.py
 measures the ratio. Operators are described by the arrays of heuristic._ops: predecessors in CSR form,
 the resource index, whether it holds it, whether its mode is a choice, its fixed mode, both durations.
 """

@@ -64,7 +64,7 @@ def lower_bound_latencies(workloads: dict[int, Workload], points: pd.DataFrame, 
     """Every point's lower-bound latencies, computed once per distinct cost signature (HBM capacity, area and TDP
     change no latency) and once per distinct graph (shards share their expert-free parts, variants the
     graphs they do not change; stream options matter only on a single-stream chip), the distinct graphs on `threads`
-    threads at once (None: one per usable core; numpy's array operations release the GIL: experiments/bench_bounds.py)."""
+    threads at once (None: one per usable core; numpy's array operations release the GIL: experiments/performance/bench_bounds.py)."""
     tp_values = tp_values_of(workloads)
     first, signature_of = cost_signatures(points)
     signatures = points.iloc[first].reset_index(drop=True)

@@ -8,150 +8,35 @@ per-model bounds (a mean of upper bounds bounds the mean from above).
 from __future__ import annotations
 
 import copy
-import hashlib
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from phaze.compat import compat_of, network_for
 from phaze.config import models_of, preset_hw
+from phaze.config_values import recompute_options
 from phaze.cost.network import Network
 from phaze.hardware.space import describe_points, enumerate_space, point_axes, reference_point
-from phaze.cost.chip import COST_COLUMNS
 from phaze.pipeline import LayerLatencies, PlacementSetup, layer_latencies, load_workloads, placement_inputs, placer, value_now, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.placement.kept import Kept
-from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
-from phaze.config_values import recompute_options
 from phaze.plan_space import options
+from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
+from phaze.search.dominance import HBM_AXIS, MORE_IS_FASTER, TIE_BREAKS, DominatingBounds  # noqa: F401  (MORE_IS_FASTER: re-exported)
+from phaze.search.placed import PLACED_KEPT, known_placement, latency_digest
+from phaze.search.point_evaluation import Evaluation, throughput_of
+from phaze.search.points import chip_of, chip_params, optimum_run, point_at  # noqa: F401  (optimum_run: re-exported)
+from phaze.search.bound_clock import PLACEMENT, SCHEDULE, BoundClock
 
 GIB = 2**30
 PLACEMENTS = ("searched", "expert")
 """search.placement: the placement DP per point (co-design), or each model's expert placement held fixed."""
 
 
-def throughput_of(result: PlacementResult | None) -> float:
-    """Sequences/s of a placement, 0 when nothing fits."""
-    return result.throughput_seq_s if result is not None and result.feasible else 0.0
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """A point's full evaluation: each model's best placement (None: nothing fits) and where the time went."""
-
-    results: dict[str, PlacementResult | None]
-    ilp_s: float
-    dp_s: float
-    milps: tuple = ()
-    """The layer schedules this evaluation took past the list schedule (LayerSchedule: status, mip_gap, solve_s)."""
-    upper_seq_s: float | None = None
-    """An early-stopped evaluation's upper bound on the mean throughput (models not evaluated count at their bounds)."""
-    chip: dict | None = None
-    """A baseline's chip as hw.* params (chip_params) and area_mm2; None for a point of the space (its point table row)."""
-
-    @property
-    def exact(self) -> bool:
-        """False when the evaluation stopped early: its throughput is then an upper bound that cannot beat the study."""
-        return self.upper_seq_s is None
-
-    def milp_metrics(self) -> dict[str, float]:
-        """How its layer MILPs ended: how many ran, how many stopped above the gap at their limit, how many stopped once
-        their bound refuted a cut-off (a search's question, not a schedule: their gap is not counted), the largest gap
-        left, the median seconds."""
-        if not self.milps:
-            return {"milp.count": 0}
-        scheduled = [m.mip_gap for m in self.milps if m.status != "refuted"]
-        return {"milp.count": len(self.milps), "milp.open": sum(m.status == "time_limit" for m in self.milps),
-                "milp.refuted": sum(m.status == "refuted" for m in self.milps), "milp.max_gap": max(scheduled, default=0.0),
-                "milp.median_s": float(np.median([m.solve_s for m in self.milps]))}
-
-    @property
-    def throughput_seq_s(self) -> float:
-        """The objective: the mean over the models of their throughput (sequences/s); an upper bound when not exact."""
-        if self.upper_seq_s is not None:
-            return self.upper_seq_s
-        return float(np.mean([throughput_of(r) for r in self.results.values()]))
-
-    @property
-    def result(self) -> PlacementResult | None:
-        """The placement when one model is searched (None for several: see `results`)."""
-        return next(iter(self.results.values())) if len(self.results) == 1 else None
-
-    def speedup_over(self, baseline: "Evaluation") -> float:
-        """Mean over the models of throughput / baseline throughput (PHAZE's average speedup)."""
-        ratios = [throughput_of(r) / throughput_of(baseline.results[m]) for m, r in self.results.items() if throughput_of(baseline.results[m]) > 0]
-        return float(np.mean(ratios)) if ratios else float("nan")
-
-
-MORE_IS_FASTER = ("n_vc", "glb_mib", "hbm_gbps", "hbm_gib")
-"""Point columns in which a point only gains: more vector cores, a larger buffer (larger blocking tiles, fewer
-HBM bytes), more HBM bandwidth (every memory-bound term and the optimizer update) and capacity (more plans fit).
-Every operator latency (phaze.cost) and every lower bound on a layer is non-increasing in each, and the
-placement DP's optimum never drops when latencies shrink or memory grows: so a point that equals another in
-every other cost column and has no more of these is bounded by the other's placement bound."""
-
-HBM_AXIS = MORE_IS_FASTER.index("hbm_gib")
-TIE_BREAKS = ("hbm_gib", "glb_mib", "hbm_gbps")
-"""Columns of MORE_IS_FASTER that break ties of the work bound, larger first (order_by_bound). Not n_vc: vector cores
-add area, and where they change no latency the first of several equally fast points found should be the smaller chip
-(the llama2 x phaze_grid optimum has 4 vector cores; 64 give the same throughput)."""
-
-
-def chip_params(hw, row: pd.Series) -> dict:
-    """A chip's architecture as the hw.* params of a trial (the axes of the space `hw`), whole numbers as int."""
-    return {f"hw.{a}": (row[a] if a == "hbm_generation" else int(row[a])) for a in point_axes(hw)}
-
-
-def chip_of(hw, point: pd.DataFrame) -> dict:
-    """A one-row point as a baseline's Evaluation.chip: its hw.* params and area."""
-    row = point.iloc[0]
-    return {**chip_params(hw, row), "area_mm2": float(row["area_mm2"])}
-
-
-def point_at(points: pd.DataFrame, index: int) -> pd.DataFrame:
-    """The one-row frame of points[index] (index 0), as the cost model and the placement DP take a point."""
-    return points.iloc[[index]].reset_index(drop=True)
-
-
 LAYER_CACHE_SIGNATURES = 64
 """Latency signatures (points that differ only in what latencies ignore, e.g. HBM capacity) whose
 scheduled layers are kept in memory; the bound order visits such siblings one after another."""
-
-
-PLACED_KEPT = 8
-"""Latencies whose placements a ModelEvaluator keeps (ModelEvaluator.placer): a trial asks on a handful."""
-CUTOFF_RTOL = 1e-9
-"""A kept optimum this close to a cut-off (relative) does not answer it: the DP compares its own sum, not the plan's."""
-
-
-def known_placement(answers: dict[float | None, PlacementResult | None], beat: float | None, global_batch: int) -> tuple[bool, PlacementResult | None]:
-    """(True, the answer) when the DP's answers on the same latencies, {beat: result} (None: no cut-off), give the one
-    for `beat`, else (False, None). A DP with a cut-off returns the optimum when a plan beats it and None otherwise,
-    so a kept optimum answers every cut-off it clearly beats or misses, and a cut-off nothing beat answers higher ones."""
-    if beat in answers:
-        return True, answers[beat]
-    cutoff_s = global_batch / beat if beat else np.inf
-    for kept_beat, result in answers.items():
-        if result is not None:
-            if result.time_per_batch_s < cutoff_s * (1.0 - CUTOFF_RTOL):
-                return True, result
-            if result.time_per_batch_s > cutoff_s * (1.0 + CUTOFF_RTOL):
-                return True, None
-        elif kept_beat is None or (beat is not None and beat >= kept_beat):
-            return True, None
-    return False, None
-
-
-def latency_digest(latencies: dict[str, dict[str, np.ndarray]]) -> bytes:
-    """A digest of per-part latency arrays ({part: {field: array}}), equal exactly when every value is."""
-    digest = hashlib.blake2b(digest_size=16)
-    for part in sorted(latencies):
-        for field in sorted(latencies[part]):
-            digest.update(f"{part}.{field}".encode())
-            digest.update(np.ascontiguousarray(latencies[part][field], dtype=np.float64).tobytes())
-    return digest.digest()
 
 
 class ModelEvaluator:
@@ -174,16 +59,15 @@ class ModelEvaluator:
         self.max_hbm_gib = float(points.hbm_gib.max())
         self.setup = PlacementSetup.of(cfg, self.workloads)
         self._layers: dict[int, LayerLatencies] = {}
-        self._top_bound: dict[tuple, float] = {}
+        n_signatures = int(self.lower_bounds.signature_of.max()) + 1
+        self._top = np.full((2, n_signatures), np.nan)
+        """By (fixed, signature), the placement bound at the space's largest HBM (NaN: none yet)."""
+        self._top_cutoff = np.full((2, n_signatures), np.nan)
+        """By (fixed, signature), the cut-off its placement bound is, where no placement beat it (NaN: the optimum)."""
         self._placed = Kept(PLACED_KEPT)
         """The answers kept on the last latencies placed, {beat: result}, by placer arguments and latency_digest (placer)."""
-        same = [c for c in COST_COLUMNS if c in points.columns and c not in MORE_IS_FASTER]
-        self._same_group = points.groupby(same, sort=False, dropna=False).ngroup().to_numpy()
-        """Per point, a code of its cost columns outside MORE_IS_FASTER: points of one code differ only in those."""
-        self._more = points[list(MORE_IS_FASTER)].to_numpy(dtype=np.float64)
-        """Per point, its MORE_IS_FASTER columns."""
-        self._bounded: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        """Placement bounds found so far, by _same_group code: (their points' MORE_IS_FASTER columns, the bounds)."""
+        self.dominance = DominatingBounds(points)
+        """The placement bounds found so far, each bounding the points it dominates (MORE_IS_FASTER)."""
 
     def signature(self, index: int) -> int:
         """The point's cost signature (phaze.cost.chip.cost_signatures): points sharing it have the same latencies."""
@@ -208,60 +92,33 @@ class ModelEvaluator:
         beating `beat` and returns `beat` itself (still an upper bound) when there is none.
         """
         if beat is not None and not fixed:
-            dominating = self._dominating_bound(index)
+            dominating = float(self.dominance.bounds(np.array([index]))[0])
             if dominating <= beat:
                 return dominating
         bounds = self.lower_bounds.at(index)
         beat_at = beat if cutoff and not fixed else None
-        key = (self.signature(index), fixed)
-        top, below = self._top_bound.get(key, (None, None))
-        if top is None or (below is not None and (beat is None or beat < below)):
+        key = (int(fixed), self.signature(index))
+        top, below = float(self._top[key]), float(self._top_cutoff[key])
+        if np.isnan(top) or (not np.isnan(below) and (beat is None or beat < below)):
             top, below = self._bound(point_at(self.points, index).assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
-            self._top_bound[key] = (top, below)
-        if (beat is not None and top <= beat) or self._more[index, HBM_AXIS] == self.max_hbm_gib:
+            self._top[key], self._top_cutoff[key] = top, np.nan if below is None else below
+        if (beat is not None and top <= beat) or self.dominance.more[index, HBM_AXIS] == self.max_hbm_gib:
             value = top
         else:
             value = self._bound(point_at(self.points, index), bounds, fixed, beat_at)[0]
         if not fixed:
-            self._record_bound(index, value)
+            self.dominance.record(index, value)
         return value
 
     def known_bound(self, index: int, fixed: bool = False) -> float:
         """The tightest placement bound on the point that the bounds found so far already give, without a DP (inf when
         none): its signature's bound at the largest HBM, or a point with at least its MORE_IS_FASTER columns."""
-        top = self._top_bound.get((self.signature(index), fixed), (np.inf, None))[0]
-        return top if fixed else min(top, self._dominating_bound(index))
+        return float(self.known_bounds(np.array([index]), fixed)[0])
 
     def known_bounds(self, indices: np.ndarray, fixed: bool = False) -> np.ndarray:
         """known_bound of many points at once, read-only (a study's progress reads every point still ahead each second)."""
-        signatures, where = np.unique(self.lower_bounds.signature_of[indices], return_inverse=True)
-        found = dict(self._top_bound)  # one copy: the study's thread adds bounds meanwhile
-        bound = np.array([found.get((int(s), fixed), (np.inf, None))[0] for s in signatures])[where]
-        if fixed:
-            return bound
-        groups = self._same_group[indices]
-        for group in np.unique(groups).tolist():
-            known = self._bounded.get(group)
-            if known is not None:
-                rows = np.flatnonzero(groups == group)
-                axes, values = known
-                covers = (axes[None, :, :] >= self._more[indices[rows]][:, None, :]).all(axis=2)
-                bound[rows] = np.minimum(bound[rows], np.where(covers, values[None, :], np.inf).min(axis=1, initial=np.inf))
-        return bound
-
-    def _dominating_bound(self, index: int) -> float:
-        """The least placement bound found so far on a point with at least this one's MORE_IS_FASTER columns and
-        the same other cost columns (an upper bound on this point's; inf when there is none)."""
-        found = self._bounded.get(int(self._same_group[index]))
-        if found is None:
-            return np.inf
-        axes, values = found
-        return float(values[(axes >= self._more[index]).all(axis=1)].min(initial=np.inf))
-
-    def _record_bound(self, index: int, value: float) -> None:
-        group = int(self._same_group[index])
-        axes, values = self._bounded.get(group, (np.empty((0, len(MORE_IS_FASTER))), np.empty(0)))
-        self._bounded[group] = (np.vstack([axes, self._more[index]]), np.append(values, value))
+        top = self._top[int(fixed)][self.lower_bounds.signature_of[indices]]
+        return np.fmin(top, np.inf if fixed else self.dominance.bounds(indices))  # fmin: a NaN (no bound yet) gives the other
 
     def _bound(self, point: pd.DataFrame, bounds, fixed: bool, beat: float | None) -> tuple[float, float | None]:
         """(bound, None) from the DP on `bounds`; with `beat`, (beat, beat) when no placement beats it."""
@@ -322,16 +179,6 @@ class ModelEvaluator:
         return place
 
 
-def optimum_run(reference: pd.DataFrame, optimum_point: pd.DataFrame, result: PlacementResult | None) -> tuple[pd.DataFrame, tuple | None]:
-    """The reference point with the optimum's HBM capacity, and the optimum's (mbs, recompute): PHAZE loops over
-    (mbs, HBM, recompute) runs and reads the fixed strategy's throughput from the optimum's run (docs/
-    phaze-reference.md §1.2, §7). Unchanged (no run) when the optimum found no placement."""
-    if result is None or not result.feasible:
-        return reference, None
-    point = reference.assign(hbm_gib=optimum_point.hbm_gib.iloc[0]) if "hbm_gib" in optimum_point.columns else reference
-    return point, (int(result.strategy.mbs), str(result.strategy.recompute))
-
-
 def point_table(hw) -> pd.DataFrame:
     """The valid points of a hardware space in the search's order (sorted by their axes): a trial's
     `point` parameter is a row index of this table."""
@@ -359,17 +206,18 @@ class SpaceEvaluator:
         self.models = [ModelEvaluator(c, self.points, self.network) for c in models_of(cfg)]
         self._start_bounds()
         self.bounds_s = time.perf_counter() - start
-        self.placement_bounds, self.placement_bound_s = 0, 0.0
-        """Placement bounds asked for against a value to beat so far, and their seconds: a study's progress costs the
-        signatures still to bound by them (without one the DP looks for every placement, many times slower)."""
+        self.bound_clock = BoundClock()
+        """The placement and schedule bounds asked for against a value to beat, counted and timed."""
 
     def _start_bounds(self) -> None:
         """The bounds of self.models before any point is bounded further: their mean work bound, no caps."""
         self.work_bound = np.mean([m.work_bound for m in self.models], axis=0)
-        self._upper: dict[int, np.ndarray] = {}
-        """Per point, the tightest per-model throughput bounds found so far (bounded_mean)."""
         self.caps = np.full(len(self.models), np.inf)
         """Per model, an upper bound on its throughput at every point (its own optimum: cap_models)."""
+        self._upper = self._capped_work_bounds()
+        """[point, model]: the tightest throughput bounds found so far (bounded_mean; at first the work bounds)."""
+        self._bounded = np.zeros(len(self.points), dtype=bool)
+        """Per point, whether bounded_mean has bounded it (its row of _upper may then lie below its capped work bounds)."""
         self.models_skipped = 0
         """Model bounds or evaluations that an early stop of a several-model mean made unnecessary."""
 
@@ -377,7 +225,11 @@ class SpaceEvaluator:
         """Bound each model's throughput by caps[k] at every point (e.g. its optimum over the space) from now on."""
         self.caps = np.asarray(caps, dtype=np.float64)
         self.work_bound = np.mean([np.minimum(m.work_bound, c) for m, c in zip(self.models, self.caps)], axis=0)
-        self._upper = {i: np.minimum(u, self.caps) for i, u in self._upper.items()}
+        self._upper = np.where(self._bounded[:, None], np.minimum(self._upper, self.caps), self._capped_work_bounds())
+
+    def _capped_work_bounds(self) -> np.ndarray:
+        """[point, model]: each model's work bound, at most its cap."""
+        return np.minimum(np.stack([m.work_bound for m in self.models], axis=1), self.caps)
 
     def single(self, k: int) -> "SpaceEvaluator":
         """Model k alone over the same points, sharing its ModelEvaluator (bounds, scheduled layers) with this evaluator."""
@@ -405,34 +257,27 @@ class SpaceEvaluator:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
         stopped as soon as it cannot beat `beat` (see bounded_mean)."""
-        start = time.perf_counter()
-        bound = self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
-        if beat is not None:
-            self.placement_bounds += 1
-            self.placement_bound_s += time.perf_counter() - start
-        return bound
+        with self.bound_clock.timing(PLACEMENT, beat):
+            return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
 
     def known_bound(self, index: int) -> float:
         """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's
         tightest: its bound for this point, its cap, or ModelEvaluator.known_bound)."""
-        known = [m.known_bound(index, self.fixed_placement) for m in self.models]
-        return float(np.minimum(self.upper_bounds(index), known).mean())
+        return float(self.known_bounds(np.array([index]))[0])
 
     def known_bounds(self, indices: np.ndarray) -> np.ndarray:
         """known_bound of many points at once, read-only (phaze.search.progress reads every point still ahead)."""
-        upper = np.minimum(np.stack([m.work_bound[indices] for m in self.models], axis=1), self.caps)
-        position = {int(i): k for k, i in enumerate(indices.tolist())}
-        for index, bounds in list(self._upper.items()):
-            if index in position:
-                upper[position[index]] = bounds
-        known = np.stack([m.known_bounds(indices, self.fixed_placement) for m in self.models], axis=1)
-        return np.minimum(upper, known).mean(axis=1)
+        known = np.empty((len(indices), len(self.models)))
+        for k, m in enumerate(self.models):
+            known[:, k] = m.known_bounds(indices, self.fixed_placement)
+        return np.minimum(self._upper[indices], known).sum(axis=1) / len(self.models)  # the mean, without mean()'s overhead
 
     def schedule_bound(self, index: int, beat: float | None = None) -> float:
         """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over
         models, stopped as soon as it cannot beat `beat`)."""
         point = self.point(index)
-        return self.bounded_mean(index, beat, lambda m, cut: m.schedule_bound(index, point, m.placer(point, self.fixed_placement)))
+        with self.bound_clock.timing(SCHEDULE, beat):
+            return self.bounded_mean(index, beat, lambda m, cut: m.schedule_bound(index, point, m.placer(point, self.fixed_placement)))
 
     def bounded_mean(self, index: int, beat: float | None, bound_of) -> float:
         """Upper bound on the point's mean throughput from one bound per model, bound_of(model, cut).
@@ -451,6 +296,7 @@ class SpaceEvaluator:
                 break
             bound[k] = min(bound_of(self.models[k], self._cut(bound, k, beat)), self.caps[k])
         self._upper[index] = np.minimum(known, bound)
+        self._bounded[index] = True
         return float(bound.mean())
 
     def _cannot_beat(self, bound: np.ndarray, beat: float | None) -> bool:
@@ -459,8 +305,7 @@ class SpaceEvaluator:
 
     def upper_bounds(self, index: int) -> np.ndarray:
         """Per model, the tightest upper bound on its throughput at the point found so far (a copy)."""
-        known = self._upper.get(index)
-        return (known if known is not None else np.minimum([m.work_bound[index] for m in self.models], self.caps)).copy()
+        return self._upper[index].copy()
 
     def _cut(self, upper: np.ndarray, k: int, beat: float | None) -> float | None:
         """The throughput model k must exceed for the mean to beat `beat` (None: no such level, or none positive)."""
@@ -508,7 +353,7 @@ class SpaceEvaluator:
             point, run = reference, None
             if fixed and compat_of(self.cfg).baseline_in_optimum_run and optimum is not None:
                 point, run = optimum_run(reference, self.point(optimum_index), optimum.results[m.name])
-            chip = chip or chip_of(self.cfg.hw, point)  # the first model's (others differ only where their optimum fits nothing)
+            chip = chip or chip_of(point_axes(self.cfg.hw), point)  # the first model's (others differ only where their optimum fits nothing)
             layers = layer_latencies(m.cfg, point, m.workloads, self.network)
             before = layers.solve_s
             results[m.name] = layers.best(m.placer(point, fixed, run))[0]
@@ -528,11 +373,11 @@ class SpaceEvaluator:
             chip = ModelEvaluator(cfg, point, self.network)
             results[m.name], _, solve_s, _ = chip.solve(0, point, chip.placer(point, fixed))
             ilp_s += solve_s
-        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, chip=chip_of(hw, point))
+        return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, chip=chip_of(point_axes(hw), point))
 
     def arch_params(self, index: int) -> dict:
         """The point's architecture as a trial's hw.* params."""
-        return chip_params(self.cfg.hw, self.points.iloc[index])
+        return chip_params(point_axes(self.cfg.hw), self.points.iloc[index])
 
     def objective_scale(self) -> np.ndarray:
         """Objective per sequence/s of every point: 1, or 1/TDP when search.objective=throughput_per_tdp."""

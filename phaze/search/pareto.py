@@ -25,7 +25,7 @@ from tqdm import tqdm  # noqa: E402
 
 from phaze.search.evaluator import SpaceEvaluator  # noqa: E402
 from phaze.search.resume import make_storage  # noqa: E402
-from phaze.search.study import storage_url, study_name  # noqa: E402
+from phaze.search.identity import storage_url, study_name  # noqa: E402
 
 COSTS = ("area_mm2", "tdp_w")
 """What a front trades throughput against: the chip's area and its TDP."""

@@ -13,7 +13,7 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, TextIO
 
 import numpy as np
@@ -27,9 +27,8 @@ POLL_S = 1.0
 where no trial ends (the walk over the points its bounds pass over: 11,033 of the headline run's 11,133 in the last
 25% of its study, experiments/results/progress_estimate.md)."""
 RATE_WINDOW_S = 10.0
-"""Seconds back over which a rate is measured (RateMeter: the points' rate shown, and the bounded points' in
-time_left_s): the headline run decides points at rates thousands of times apart (0.1 a second through its full
-evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
+"""Seconds back over which the points' rate shown is measured (RateMeter): the headline run decides points at rates
+thousands of times apart (0.1 a second through its full evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
 points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x over 30 s and 90.7x since
 the start, tqdm's rate (experiments/results/progress_estimate.md)."""
 
@@ -80,8 +79,9 @@ def kinds_ahead(known: np.ndarray, work: np.ndarray, beat: np.ndarray, signature
     """The points still to decide by what deciding them will cost: (fresh, bounded), an array each over the points.
     fresh: for a point bounded by its work bound only, 1/(such points of its cost signature), since one placement bound
     at the largest HBM bounds them all (ModelEvaluator.placement_bound); else 0. bounded: whether a bound found so far
-    bounds the point below its work bound yet still above the value to beat `beat` (its own DP, schedule bound or a
-    trial). The rest, known <= beat, a bound already found dismisses (a look-up each, counted as free)."""
+    bounds the point below its work bound yet still above the value to beat `beat` (a placement bound at its own HBM,
+    and for some a trial, will decide it). The rest, known <= beat, a bound already found dismisses (a look-up each,
+    counted as free)."""
     fresh = np.zeros(len(known))
     open_ = known > beat
     unbounded = open_ & (known >= work)
@@ -102,36 +102,83 @@ class Ahead:
     bounded: np.ndarray
     """kinds_ahead's bounded points, over the same points."""
     bound_s: float | None = None
-    """Mean seconds of a placement bound against a value to beat so far (SpaceEvaluator.placement_bound_s over
-    placement_bounds); None before the first."""
+    """Mean seconds of a placement bound against a value to beat so far (SpaceEvaluator.bound_clock); None before the
+    first."""
     evaluations: int = 0
     """Full evaluations still needed before there is a value to beat (search.top_n less the points completed); the
     kinds are then read against the lowest value completed so far."""
+    groups: np.ndarray | None = None
+    """The cost signatures of the same points (HBM siblings share one, and with it every layer schedule); None: each
+    point its own."""
+    schedule_bound_s: float | None = None
+    """Mean seconds of a list-schedule bound against a value to beat so far (SpaceEvaluator.bound_clock); None before
+    the first."""
+
+    def bounded_groups(self, count: int | None = None) -> np.ndarray:
+        """The distinct signatures of the bounded points (of the first `count` points only, when given); without
+        `groups`, the points' places in the order."""
+        bounded = self.bounded[:count]
+        if self.groups is None:
+            return self.cursor + np.flatnonzero(bounded)
+        return np.unique(self.groups[:count][bounded])
 
 
-def time_left_s(ahead: Ahead, bounded_rate: float | None, evaluation_s: float | None, running_s: float,
-                trial_s: float | None) -> float | None:
-    """Seconds left, kind by kind at its measured cost: the full evaluations before a value to beat at their mean
-    `evaluation_s` (less the `running_s` the current one has run), a placement bound per fresh signature at the mean
-    `bound_s`, the bounded points at the rate they were passed over the last RATE_WINDOW_S (`bounded_rate`, per s),
-    before that at the mean trial `trial_s`. None where a kind with points left has no measured cost yet, except
-    before a value to beat: then the evaluations' seconds alone, at least what is left (StudyProgress says so)."""
-    left_s = 0.0
+@dataclass(frozen=True)
+class Costs:
+    """What each kind of decision has cost in this run so far (StudyProgress measures them; time_left_s reads them)."""
+
+    evaluation_s: float | None = None
+    """Mean seconds of a full evaluation; None before the first ends."""
+    running_s: float = 0.0
+    """Seconds the evaluation under way has run."""
+    probe_s: float | None = None
+    """Mean seconds of a placement bound against the lowest value completed, timed on a signature still to bound after
+    each full evaluation while there is no value to beat (StudyProgress's `probe`, phaze.search.ahead.bound_probe): the
+    cost of a placement bound before any is asked for."""
+    milp_s: float | None = None
+    """Mean seconds of a layer MILP in the trials so far: a bounded signature's trial before any trial against a value
+    to beat has run (each such trial of the headline run ran one MILP and was pruned by it,
+    experiments/results/progress_estimate.md)."""
+    trial_s: float | None = None
+    """Mean seconds of the trials against a value to beat that ended over the last RATE_WINDOW_S (the latest one where
+    none did); None before the first. Recent, not since the start: the first trials after the value to beat each
+    solve a new layer MILP (5 s on the headline run), later ones find most of theirs solved (1-2 s)."""
+    trial_share: float = 1.0
+    """Trials against a value to beat per bounded signature the study passed over the last RATE_WINDOW_S (at most 1;
+    the latest measured where neither came in that window): the siblings of the first points evaluated each take a
+    trial, while the signatures the walk's bounds leave open near its end are dismissed by their own bounds, 24
+    trials for 220 such signatures on the headline run (experiments/results/progress_estimate.md)."""
+
+
+def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
+    """(seconds left, whether every kind with points left had a measured cost), kind by kind: the full evaluations
+    before a value to beat at their mean (less the time the current one has run), a placement bound per fresh signature
+    and per bounded point at the mean placement bound (before one is asked for, at the probe's), and a trial per
+    bounded signature at its schedule bound (Ahead.schedule_bound_s) plus the mean trial against a value times the share
+    of such signatures that took one lately (before the first trial, at the mean layer MILP). Where a kind with points left has no cost yet: before a value to beat, the rest is at
+    least what is left (whole False); after, None, as before the first evaluation ends."""
+    left_s, whole = 0.0, True
     if ahead.evaluations:
-        if evaluation_s is None:
+        if costs.evaluation_s is None:
             return None
-        left_s += max(ahead.evaluations * evaluation_s - running_s, 0.0)
-    signatures = float(ahead.fresh.sum())
-    if signatures > 0:
-        if ahead.bound_s is None:
-            return left_s if ahead.evaluations else None
-        left_s += signatures * ahead.bound_s
-    bounded = int(ahead.bounded.sum())
-    if bounded:
-        if bounded_rate is None and trial_s is None:
-            return left_s if ahead.evaluations else None
-        left_s += bounded / bounded_rate if bounded_rate is not None else bounded * trial_s
-    return left_s
+        left_s += max(ahead.evaluations * costs.evaluation_s - costs.running_s, 0.0)
+    bounds = float(ahead.fresh.sum()) + float(ahead.bounded.sum())
+    bound_s = ahead.bound_s if ahead.bound_s is not None else costs.probe_s
+    if bounds > 0:
+        if bound_s is None:
+            whole = False
+        else:
+            left_s += bounds * bound_s
+    signatures = len(ahead.bounded_groups())
+    if signatures:
+        trial_s = costs.trial_s * costs.trial_share if costs.trial_s is not None else costs.milp_s
+        if trial_s is None:
+            whole = False
+        else:
+            left_s += signatures * (trial_s + (ahead.schedule_bound_s or 0.0))
+    if not whole and not ahead.evaluations:
+        return None
+    return left_s, whole
 
 
 def terminal_shape(stream: TextIO) -> tuple[int, int]:
@@ -156,13 +203,15 @@ class StudyProgress:
     space) gives no time left. Disabled (the other workers of search.n_workers) it writes nothing and starts no thread.
 
     With `ahead` (a branch-and-bound study: what is known of the points still to decide, read at every reading) the
-    time left comes from their kinds instead (kinds_ahead, time_left_s), each at its measured cost: the full
-    evaluations before a value to beat, the signatures still to bound, the points bounded but still open (`trial`
-    records each trial's seconds)."""
+    time left comes from their kinds instead (kinds_ahead, time_left_s), each at its cost measured in this run (Costs):
+    the full evaluations before a value to beat, the placement bounds still to run, the trials of the signatures
+    bounded but still open (`trial` records each trial's seconds and its layer MILPs'). While there is no value to beat,
+    `probe` (called after each full evaluation, in the study's thread) times one placement bound against the lowest
+    value completed, so the bounds to come have a cost before the first is asked for."""
 
     def __init__(self, total: int, unit: str, enabled: bool = True, stream: TextIO | None = None,
                  now: Callable[[], float] = time.monotonic, position: Callable[[], int] | None = None, settled: bool = True,
-                 ahead: Callable[[], Ahead] | None = None):
+                 ahead: Callable[[], Ahead] | None = None, probe: Callable[[], float | None] | None = None):
         self.stream = stream if stream is not None else sys.stderr
         self.unit = unit
         self.enabled = enabled
@@ -176,12 +225,22 @@ class StudyProgress:
         self.ahead = ahead if enabled else None
         self.known: Ahead | None = None
         """The latest reading of `ahead`."""
-        self.bounded_decided = 0
-        """Bounded points (kinds_ahead) the cursor has passed, each of that kind when last read."""
-        self.bounded_meter = RateMeter()
+        self.probe = probe if enabled else None
+        self.probes_s: list[float] = []
+        """The probes' seconds (their mean: Costs.probe_s)."""
+        self.passed_groups: set[int] = set()
+        """Signatures of the bounded points (kinds_ahead) the cursor passed since there is a value to beat."""
+        self.passed_meter = RateMeter()
+        """How many of them, at each reading (the trial share's window)."""
+        self.trial_share = 1.0
+        """The latest trial share measured (Costs.trial_share)."""
         self.evaluations_s: list[float] = []
+        self.milps_s: list[float] = []
+        """Seconds of every layer MILP the trials ran."""
         self.trials_s: list[tuple[float, bool]] = []
         """(seconds, whether there was a value to beat) of every trial."""
+        self.trial_ends_s: list[float] = []
+        """When each trial against a value to beat ended."""
         self.last_evaluation_s = self.start_s
         self.lock = threading.Lock()
         self.bar = None
@@ -206,20 +265,41 @@ class StudyProgress:
             self.decided, self.total, self.settled, self.stats = decided, total, settled, stats
         self.tick()
 
-    def trial(self, seconds: float, evaluated: bool) -> None:
-        """A trial took `seconds` (`evaluated`: a full evaluation that completed)."""
+    def trial(self, seconds: float, evaluated: bool, milps_s: tuple[float, ...] = ()) -> None:
+        """A trial took `seconds` (`evaluated`: a full evaluation that completed), its layer MILPs `milps_s`."""
+        probe_s = self.probe() if self.probe is not None and evaluated and not self.settled else None
         with self.lock:
             self.trials_s.append((seconds, self.settled))
+            if self.settled:
+                self.trial_ends_s.append(self.now())
+            self.milps_s.extend(milps_s)
+            if probe_s is not None:
+                self.probes_s.append(probe_s)
             if evaluated:
                 self.evaluations_s.append(seconds)
                 self.last_evaluation_s = self.now()
 
-    def read_ahead(self, time_s: float) -> None:
-        """Read `ahead`, count the bounded points the cursor passed since the last reading, and measure their rate."""
+    def read_ahead(self) -> None:
+        """Read `ahead`, and keep the signatures of the bounded points the cursor passed since the last reading."""
         known, self.known = self.known, self.ahead()
-        if known is not None:
-            self.bounded_decided += int(known.bounded[:max(self.known.cursor - known.cursor, 0)].sum())
-        self.bounded_meter.add(time_s, self.bounded_decided)
+        if known is not None and not known.evaluations:
+            self.passed_groups.update(known.bounded_groups(max(self.known.cursor - known.cursor, 0)).tolist())
+        self.passed_meter.add(self.now(), len(self.passed_groups))
+
+    def costs(self, time_s: float) -> Costs:
+        """What each kind of decision has cost so far (Costs), at `time_s`."""
+        against = [seconds for seconds, settled in self.trials_s if settled]
+        window_s = time_s - RATE_WINDOW_S
+        passed = len(self.passed_groups) - next((n for t, n in reversed(self.passed_meter.readings) if t <= window_s), 0)
+        trials = sum(end_s > window_s for end_s in self.trial_ends_s)
+        if passed or trials:
+            self.trial_share = min(1.0, trials / passed) if passed else 1.0
+        return Costs(evaluation_s=float(np.mean(self.evaluations_s)) if self.evaluations_s else None,
+                     running_s=time_s - self.last_evaluation_s,
+                     probe_s=float(np.mean(self.probes_s)) if self.probes_s else None,
+                     milp_s=float(np.mean(self.milps_s)) if self.milps_s else None,
+                     trial_s=float(np.mean(against[-max(trials, 1):])) if against else None,
+                     trial_share=self.trial_share)
 
     def tick(self) -> None:
         """Read the points decided, measure the rate, and redraw the bar or write a line when one is due."""
@@ -230,7 +310,7 @@ class StudyProgress:
             time_s = self.now()
             self.meter.add(time_s, self.decided)
             if self.ahead is not None:
-                self.read_ahead(time_s)
+                self.read_ahead()
             if not self.enabled:
                 return
             shown = ", ".join([self.rate_text(time_s), *(f"{key}={value}" for key, value in self.stats.items())])
@@ -261,19 +341,12 @@ class StudyProgress:
     def kinds_text(self, rate: float | None, time_s: float) -> str:
         """The rate and the time left from the kinds of the points ahead (time_left_s)."""
         shown = "rate not measured yet" if rate is None else f"{rate:.3g} {self.unit}/s"
-        evaluation_s = float(np.mean(self.evaluations_s)) if self.evaluations_s else None
-        against = [seconds for seconds, settled in self.trials_s if settled]  # a trial pruned against a value costs less
-        trial_s = float(np.mean(against or [seconds for seconds, _ in self.trials_s])) if self.trials_s else None
-        left_s = time_left_s(self.known, self.bounded_meter.per_s(), evaluation_s, time_s - self.last_evaluation_s, trial_s)
-        if self.known.evaluations:
-            if left_s is None:
-                return f"{shown}, no value to beat yet"
-            whole = time_left_s(replace(self.known, evaluations=0), self.bounded_meter.per_s(), None, 0.0, trial_s) is not None
-            return (f"{shown}, {'' if whole else 'at least '}{clock(left_s)} left ({self.known.evaluations} full "
-                    f"evaluation(s) before a value to beat)")
-        if left_s is None:
-            return f"{shown}, time left not measured yet"
-        return f"{shown}, {clock(left_s)} left"
+        left = time_left_s(self.known, self.costs(time_s))
+        if left is None:
+            return f"{shown}, {'no value to beat yet' if self.known.evaluations else 'time left not measured yet'}"
+        left_s, whole = left
+        text = f"{shown}, {'' if whole else 'at least '}{clock(left_s)} left"
+        return f"{text} ({self.known.evaluations} full evaluation(s) before a value to beat)" if self.known.evaluations else text
 
     def __enter__(self) -> StudyProgress:
         return self

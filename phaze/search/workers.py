@@ -1,4 +1,4 @@
-"""`search.n_workers`: several processes on one machine, each running the study's loop against its storage.
+"""`search.n_workers`: several processes on one machine, each running the job it is given (a study's loop, phaze.search.loop).
 
 The launching process creates the study, the MLflow parent run and the claims table before any
 worker starts (two processes creating a fresh SQLite database at once fail, docs/dependencies.md §1.3), and
@@ -20,7 +20,6 @@ import traceback
 from multiprocessing.reduction import ForkingPickler
 from typing import Callable, TypeVar
 
-from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
 
 from phaze.cores import usable_cores
@@ -34,16 +33,6 @@ def blas_threads(n_workers: int) -> int:
     ~100 operators with numpy; OpenBLAS runs each on every core and its threads spin while they wait, so two workers
     with a thread per core each took twice as long per bound as one worker (docs/scaling.md)."""
     return max(1, usable_cores() // n_workers)
-
-
-def work(cfg_yaml: str, evaluator, worker: int) -> None:
-    """One worker's share of a study: load it with this worker's sampler and run trials until it is done."""
-    from phaze import schema  # noqa: F401  (registers the structured configs in the new process)
-    from phaze.search.study import search, tracker_for, worker_study
-
-    cfg = OmegaConf.create(cfg_yaml)
-    study = worker_study(cfg, evaluator, worker)
-    search(cfg, study, evaluator, tracker_for(cfg), durable=True)
 
 
 INTERRUPTED = "interrupted (Ctrl-C)"

@@ -1,8 +1,9 @@
 """Hugging Face model classes built from a ModelCfg on the `meta` device, split into traceable parts.
 
-Each family says how to build its config, which submodules form the pre-layers (embeddings), the
-repeated block and the post-layers (final norm, LM head, loss), how the block is called, and where
-Megatron tensor parallelism splits it. No weights are downloaded: configs are built from numbers.
+Each family says how to build its config (phaze.workload.model_configs), which submodules form the pre-layers
+(embeddings), the repeated block and the post-layers (final norm, LM head, loss) and how the block is called
+(phaze.workload.model_parts), and where Megatron tensor parallelism splits it. No weights are downloaded: configs
+are built from numbers.
 """
 
 from __future__ import annotations
@@ -16,40 +17,13 @@ from torch import nn
 from phaze.workload.attention import CONTEXT_PARALLEL_ATTR, HF_EAGER_NAME, HF_NAME, register_with_transformers
 from phaze.workload.experts import HF_EXPERTS_NAME, Routing, register_experts, shard_experts
 from phaze.workload.graph import DENSE, Shard
-from phaze.workload.model_rules import ACTIVATIONS, block_parts, check_attention, check_moe, layer_pattern
-from phaze.workload.tensor_parallel import (
-    TPPlan,
-    shard_block,
-    shard_vocab_embedding,
-    shard_vocab_head,
-    cross_entropy,
-    split_sequence,
-    vocab_parallel_cross_entropy,
+from phaze.workload.model_configs import (
+    bert_config, deepseek_v2_config, gpt2_config, llama_config, mixtral_config, olmoe_config, opt_config, qwen2_moe_config,
+    starcoder2_config,
 )
-
-LABEL_DTYPE = torch.int64
-"""Token ids and labels, as Hugging Face models take them."""
-
-
-class Part(nn.Module):
-    """A model part: the submodules it owns (so its parameters are exactly theirs) and how to run them."""
-
-    def __init__(self, modules: dict[str, nn.Module], run: Callable[..., torch.Tensor]):
-        super().__init__()
-        self.mods = nn.ModuleDict(modules)
-        self.run = run
-
-    def forward(self, *inputs):
-        return self.run(self.mods, *inputs)
-
-
-@dataclass
-class PartSpec:
-    """A part plus meta inputs for one microbatch; `grad_input` is the index of the hidden-state input."""
-
-    module: Part
-    inputs: tuple[torch.Tensor, ...]
-    grad_input: int | None
+from phaze.workload.model_parts import Part, PartSpec, bert_parts, gpt2_parts, llama_parts, opt_parts
+from phaze.workload.model_rules import block_parts, check_attention, check_moe
+from phaze.workload.tensor_parallel import TPPlan, shard_block
 
 
 @dataclass(frozen=True)
@@ -66,295 +40,6 @@ class Family:
     """Where the dense blocks of a mixture of experts with a dense/MoE layer pattern are split (None: no dense blocks)."""
 
 
-def _activation(cfg, key: str) -> dict:
-    """The Hugging Face config argument `key` for model.activation, or nothing for the family's default."""
-    name = cfg.get("activation", "") or ""
-    if name and name not in ACTIVATIONS:
-        raise ValueError(f"model.activation={name!r} is not supported; allowed: {list(ACTIVATIONS)} or empty")
-    return {key: name} if name else {}
-
-
-def _head_dim(cfg) -> dict:
-    """The Hugging Face `head_dim` argument for model.head_dim, or nothing for hidden size / heads (0)."""
-    return {"head_dim": int(cfg.head_dim)} if cfg.get("head_dim", 0) else {}
-
-
-def _dropout(cfg) -> float | None:
-    """model.dropout (hidden and attention dropout probability), or None for the family's own."""
-    value = cfg.get("dropout")
-    return None if value is None else float(value)
-
-
-def _hidden(cfg, mbs: int, seq: int, dtype, width: int | None = None) -> torch.Tensor:
-    return torch.empty(mbs, seq, width or cfg.hidden_size, device="meta", dtype=dtype, requires_grad=True)
-
-
-def _ids(mbs: int, seq: int) -> torch.Tensor:
-    return torch.empty(mbs, seq, device="meta", dtype=LABEL_DTYPE)
-
-
-def _causal_mask(mbs: int, seq: int, dtype) -> torch.Tensor:
-    """The additive [b, 1, s, s] mask Hugging Face passes to every eager-attention block."""
-    return torch.empty(mbs, 1, seq, seq, device="meta", dtype=dtype)
-
-
-def _lengths(cfg, shard: Shard) -> tuple[int, int]:
-    """(tokens of a context-parallel rank, tokens entering a block on one device: 1/t of them under sequence parallelism)."""
-    local = cfg.seq_len // shard.cp
-    return local, cfg.seq_len // shard.seq_split
-
-
-def _scattered(x: torch.Tensor, shard: Shard) -> torch.Tensor:
-    """The pre-layers' output as a block takes it: this device's sequence slice under sequence parallelism."""
-    return split_sequence(x, shard.tp) if shard.sp and shard.tp > 1 else x
-
-
-# ---------------------------------------------------------------- Llama
-def _llama_config(cfg, num_layers: int):
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
-        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size,
-        max_position_embeddings=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
-        **_activation(cfg, "hidden_act"), **_head_dim(cfg),
-    )
-
-
-def _llama_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
-    """Llama-style parts (also Starcoder2 and DeepSeek-V2): token embedding, rotary positions computed once for the
-    blocks ((cos, sin), or DeepSeek's one complex tensor), final norm and LM head; an embedding dropout when the
-    config has one."""
-    t = shard.tp
-    local, block_in = _lengths(cfg, shard)
-    inner = model.model
-    inner.embed_tokens = shard_vocab_embedding(inner.embed_tokens, t)
-    model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
-    positions = torch.arange(local, device="meta")[None]
-    rotary = inner.rotary_emb(_hidden(cfg, mbs, local, dtype), positions)
-    rotary = tuple(rotary) if isinstance(rotary, (tuple, list)) else (rotary,)
-    embed_dropout = float(getattr(model.config, "embedding_dropout", 0.0))
-
-    def pre(m, ids):
-        x = _scattered(m["embed"](ids), shard)
-        return torch.nn.functional.dropout(x, p=embed_dropout, training=True) if embed_dropout else x
-
-    def layer(m, x, *rotary_and_mask):
-        *rotary_, mask = rotary_and_mask
-        return m["block"](x, attention_mask=mask, position_embeddings=tuple(rotary_) if len(rotary_) > 1 else rotary_[0])
-
-    def post(m, x, labels):
-        return vocab_parallel_cross_entropy(m["head"](m["norm"](x)), labels, t)
-
-    return {
-        "pre": PartSpec(Part({"embed": inner.embed_tokens}, pre), (_ids(mbs, local),), None),
-        "layer": PartSpec(Part({"block": inner.layers[0]}, layer), (_hidden(cfg, mbs, block_in, dtype), *rotary, _causal_mask(mbs, local, dtype)), 0),
-        "post": PartSpec(Part({"norm": inner.norm, "head": model.lm_head}, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
-    }
-
-
-# ---------------------------------------------------------------- Starcoder2: a GPT block with grouped-query attention
-def _starcoder2_config(cfg, num_layers: int):
-    """LayerNorm, non-gated GeLU MLP, biases, rotary positions and grouped-query attention: Megatron-Core's
-    default GPT with --group-query-attention (and, with activation relu2, Nemotron-4)."""
-    from transformers import Starcoder2Config
-
-    dropout = _dropout(cfg)
-    return Starcoder2Config(
-        hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
-        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size,
-        max_position_embeddings=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
-        **_activation(cfg, "hidden_act"), **_head_dim(cfg),
-        **({"residual_dropout": dropout, "embedding_dropout": dropout, "attention_dropout": dropout} if dropout is not None else {}),
-    )
-
-
-# ---------------------------------------------------------------- Mixtures of experts (every block's MLP is an MoE layer)
-def _moe_common(cfg, num_layers: int) -> dict:
-    """The arguments Mixtral, Qwen2-MoE and OLMoE configs share."""
-    return dict(
-        hidden_size=cfg.hidden_size, num_hidden_layers=num_layers, num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=cfg.tie_word_embeddings, num_experts_per_tok=cfg.experts_per_token, **_activation(cfg, "hidden_act"),
-        **_head_dim(cfg),
-    )
-
-
-def _mixtral_config(cfg, num_layers: int):
-    """Mixtral (Jiang et al. 2024, arXiv 2401.04088): Llama blocks whose MLP is E SwiGLU experts, top-k."""
-    from transformers import MixtralConfig
-
-    return MixtralConfig(intermediate_size=cfg.expert_ffn_hidden_size, num_local_experts=cfg.num_experts,
-                         router_jitter_noise=0.0, sliding_window=None, **_moe_common(cfg, num_layers))
-
-
-def _qwen2_moe_config(cfg, num_layers: int):
-    """Qwen-MoE (Qwen1.5-MoE / Qwen2-MoE): fine-grained routed experts plus one shared-expert MLP of
-    num_shared_experts x expert_ffn_hidden_size (as DeepSeekMoE counts shared experts), QKV biases."""
-    from transformers import Qwen2MoeConfig
-
-    return Qwen2MoeConfig(
-        intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, num_experts=cfg.num_experts,
-        shared_expert_intermediate_size=cfg.num_shared_experts * cfg.expert_ffn_hidden_size, decoder_sparse_step=1,
-        mlp_only_layers=[i for i, part in enumerate(block_parts(cfg)[:num_layers]) if part == DENSE], norm_topk_prob=False,
-        **_moe_common(cfg, num_layers),
-    )
-
-
-def _olmoe_config(cfg, num_layers: int):
-    """OLMoE (Muennighoff et al. 2024, arXiv 2409.02060): Llama-like blocks with QK-norm, 64 small experts."""
-    from transformers import OlmoeConfig
-
-    return OlmoeConfig(intermediate_size=cfg.expert_ffn_hidden_size, num_experts=cfg.num_experts, **_moe_common(cfg, num_layers))
-
-
-def _deepseek_v2_config(cfg, num_layers: int):
-    """DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434 §2): multi-head latent attention (keys and values from a
-    kv_lora_rank-wide latent, a shared rope_head_dim-wide rotary key; queries from a q_lora_rank latent when set,
-    else a full projection) and DeepSeekMoE blocks (fine-grained routed experts plus num_shared_experts shared
-    ones, softmax top-k without group limit) after model.first_dense_layers dense blocks."""
-    from transformers import DeepseekV2Config
-
-    return DeepseekV2Config(
-        intermediate_size=cfg.ffn_hidden_size, moe_intermediate_size=cfg.expert_ffn_hidden_size, n_routed_experts=cfg.num_experts,
-        n_shared_experts=cfg.num_shared_experts, first_k_dense_replace=layer_pattern(cfg)[0],
-        kv_lora_rank=cfg.kv_lora_rank, q_lora_rank=int(cfg.q_lora_rank) or None, qk_rope_head_dim=cfg.rope_head_dim,
-        qk_nope_head_dim=cfg.head_dim or cfg.hidden_size // cfg.num_heads, v_head_dim=cfg.v_head_dim, topk_method="greedy",
-        n_group=1, topk_group=1, norm_topk_prob=False, **{k: v for k, v in _moe_common(cfg, num_layers).items() if k != "head_dim"},
-    )
-
-
-# ---------------------------------------------------------------- GPT-2 (also Megatron GPT-2 / GPT-3)
-def _gpt2_config(cfg, num_layers: int):
-    from transformers import GPT2Config
-
-    dropout = _dropout(cfg)
-    return GPT2Config(
-        n_embd=cfg.hidden_size, n_layer=num_layers, n_head=cfg.num_heads, n_inner=cfg.ffn_hidden_size,
-        vocab_size=cfg.vocab_size, n_positions=cfg.max_position_embeddings, tie_word_embeddings=cfg.tie_word_embeddings,
-        **_activation(cfg, "activation_function"),
-        **({"resid_pdrop": dropout, "embd_pdrop": dropout, "attn_pdrop": dropout} if dropout is not None else {}),
-    )
-
-
-def _gpt2_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
-    t = shard.tp
-    local, block_in = _lengths(cfg, shard)
-    tr = model.transformer
-    tr.wte = shard_vocab_embedding(tr.wte, t)
-    model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
-
-    def pre(m, ids):
-        positions = torch.arange(ids.shape[1], device=ids.device)[None]
-        return m["drop"](_scattered(m["wte"](ids) + m["wpe"](positions), shard))
-
-    def post(m, x, labels):
-        return vocab_parallel_cross_entropy(m["head"](m["ln_f"](x)), labels, t)
-
-    return {
-        "pre": PartSpec(Part({"wte": tr.wte, "wpe": tr.wpe, "drop": tr.drop}, pre), (_ids(mbs, local),), None),
-        "layer": PartSpec(
-            Part({"block": tr.h[0]}, lambda m, x, mask: m["block"](x, attention_mask=mask)),
-            (_hidden(cfg, mbs, block_in, dtype), _causal_mask(mbs, local, dtype)), 0,
-        ),
-        "post": PartSpec(Part({"ln_f": tr.ln_f, "head": model.lm_head}, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
-    }
-
-
-# ---------------------------------------------------------------- OPT
-def _opt_config(cfg, num_layers: int):
-    from transformers import OPTConfig
-
-    return OPTConfig(
-        hidden_size=cfg.hidden_size, ffn_dim=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
-        num_attention_heads=cfg.num_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
-        word_embed_proj_dim=cfg.word_embed_proj_dim or cfg.hidden_size, do_layer_norm_before=cfg.pre_norm,
-        tie_word_embeddings=cfg.tie_word_embeddings, **_activation(cfg, "activation_function"),
-    )
-
-
-def _opt_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
-    t = shard.tp
-    local, block_in = _lengths(cfg, shard)
-    dec = model.model.decoder
-    dec.embed_tokens = shard_vocab_embedding(dec.embed_tokens, t)
-    model.lm_head = shard_vocab_head(model.lm_head, t, shard.sp)
-    pre_mods = {"embed": dec.embed_tokens, "pos": dec.embed_positions}
-    if dec.project_in is not None:
-        pre_mods["proj_in"] = dec.project_in
-    post_mods = {"head": model.lm_head}
-    if dec.final_layer_norm is not None:
-        post_mods["norm"] = dec.final_layer_norm
-    if dec.project_out is not None:
-        post_mods["proj_out"] = dec.project_out
-
-    def pre(m, ids):
-        ones = torch.ones(ids.shape, device=ids.device, dtype=dtype)
-        positions = torch.arange(ids.shape[1], device=ids.device)[None]
-        x = m["embed"](ids)
-        if "proj_in" in m:
-            x = m["proj_in"](x)
-        return _scattered(x + m["pos"](ones, 0, position_ids=positions), shard)
-
-    def post(m, x, labels):
-        if "norm" in m:
-            x = m["norm"](x)
-        if "proj_out" in m:
-            x = m["proj_out"](x)
-        return vocab_parallel_cross_entropy(m["head"](x), labels, t)
-
-    return {
-        "pre": PartSpec(Part(pre_mods, pre), (_ids(mbs, local),), None),
-        "layer": PartSpec(
-            Part({"block": dec.layers[0]}, lambda m, x, mask: m["block"](x, attention_mask=mask)[0]),
-            (_hidden(cfg, mbs, block_in, dtype), _causal_mask(mbs, local, dtype)), 0,
-        ),
-        "post": PartSpec(Part(post_mods, post), (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0),
-    }
-
-
-# ---------------------------------------------------------------- BERT (pre-training heads: masked LM + next sentence)
-def _bert_config(cfg, num_layers: int):
-    from transformers import BertConfig
-
-    return BertConfig(
-        hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_hidden_size, num_hidden_layers=num_layers,
-        num_attention_heads=cfg.num_heads, vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=cfg.tie_word_embeddings, **_activation(cfg, "hidden_act"),
-    )
-
-
-def _bert_parts(model, cfg, mbs: int, shard: Shard, dtype) -> dict[str, PartSpec]:
-    t = shard.tp
-    local, block_in = _lengths(cfg, shard)
-    bert, heads = model.bert, model.cls
-    bert.embeddings.word_embeddings = shard_vocab_embedding(bert.embeddings.word_embeddings, t)
-    heads.predictions.decoder = shard_vocab_head(heads.predictions.decoder, t, shard.sp)
-    heads.predictions.bias = heads.predictions.decoder.bias
-
-    def pre(m, ids):
-        return _scattered(m["emb"](input_ids=ids, token_type_ids=torch.zeros_like(ids)), shard)
-
-    def post(m, x, labels):
-        mlm_logits = m["mlm"](x)
-        nsp_logits = m["nsp"](m["pooler"](x))
-        nsp_labels = labels[:, 0].remainder(nsp_logits.shape[-1])
-        return vocab_parallel_cross_entropy(mlm_logits, labels, t) + cross_entropy(nsp_logits, nsp_labels)
-
-    padding_mask = torch.empty(mbs, 1, 1, local, device="meta", dtype=dtype)
-    return {
-        "pre": PartSpec(Part({"emb": bert.embeddings}, pre), (_ids(mbs, local),), None),
-        "layer": PartSpec(
-            Part({"block": bert.encoder.layer[0]}, lambda m, x, mask: m["block"](x, attention_mask=mask)),
-            (_hidden(cfg, mbs, block_in, dtype), padding_mask), 0,
-        ),
-        "post": PartSpec(
-            Part({"pooler": bert.pooler, "mlm": heads.predictions, "nsp": heads.seq_relationship}, post),
-            (_hidden(cfg, mbs, block_in, dtype), _ids(mbs, local)), 0,
-        ),
-    }
-
-
 def _transformers_class(name: str):
     import transformers
 
@@ -362,6 +47,8 @@ def _transformers_class(name: str):
 
 
 LLAMA_ATTENTION_COLUMNS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+
+
 MLA_COLUMNS = ("self_attn.q_proj", "self_attn.q_b_proj", "self_attn.kv_b_proj")
 """Multi-head latent attention split by heads (Megatron-Core's MLA): the up-projections of the query latent (or the
 full query projection, whichever the model has) and of the key/value latent; the down-projections to the latents
@@ -382,59 +69,59 @@ def _moe_family(name: str, build_config, class_name: str, shared_expert: str = "
         TPPlan(column=(*attention_columns, *shared_columns), row=("self_attn.o_proj",),
                partial_row=(f"{shared_expert}.down_proj",) if shared_expert else (), copy_to=("self_attn", "mlp"),
                attention="self_attn", reduce_out=("mlp",), experts="mlp.experts"),
-        _llama_parts, lambda m: m.model.layers, dense if dense_blocks else None,
+        llama_parts, lambda m: m.model.layers, dense if dense_blocks else None,
     )
 
 
 FAMILIES: dict[str, Family] = {
     "starcoder2": Family(
-        "starcoder2", _starcoder2_config, lambda: _transformers_class("Starcoder2ForCausalLM"),
+        "starcoder2", starcoder2_config, lambda: _transformers_class("Starcoder2ForCausalLM"),
         TPPlan(
             column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.c_fc"),
             row=("self_attn.o_proj", "mlp.c_proj"), copy_to=("self_attn", "mlp"), attention="self_attn",
         ),
-        _llama_parts, lambda m: m.model.layers,
+        llama_parts, lambda m: m.model.layers,
     ),
     "llama": Family(
-        "llama", _llama_config, lambda: _transformers_class("LlamaForCausalLM"),
+        "llama", llama_config, lambda: _transformers_class("LlamaForCausalLM"),
         TPPlan(
             column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
             row=("self_attn.o_proj", "mlp.down_proj"), copy_to=("self_attn", "mlp"), attention="self_attn",
         ),
-        _llama_parts, lambda m: m.model.layers,
+        llama_parts, lambda m: m.model.layers,
     ),
-    "mixtral": _moe_family("mixtral", _mixtral_config, "MixtralForCausalLM"),
-    "qwen2_moe": _moe_family("qwen2_moe", _qwen2_moe_config, "Qwen2MoeForCausalLM", shared_expert="mlp.shared_expert", dense_blocks=True),
-    "deepseek_v2": _moe_family("deepseek_v2", _deepseek_v2_config, "DeepseekV2ForCausalLM", shared_expert="mlp.shared_experts",
+    "mixtral": _moe_family("mixtral", mixtral_config, "MixtralForCausalLM"),
+    "qwen2_moe": _moe_family("qwen2_moe", qwen2_moe_config, "Qwen2MoeForCausalLM", shared_expert="mlp.shared_expert", dense_blocks=True),
+    "deepseek_v2": _moe_family("deepseek_v2", deepseek_v2_config, "DeepseekV2ForCausalLM", shared_expert="mlp.shared_experts",
                                attention_columns=MLA_COLUMNS, dense_blocks=True),
     # OLMoE normalises queries and keys over all heads at once (QK-norm over the full projection), which a
     # TP split of the heads would change: conf/model/olmoe_1b_7b.yaml sets max_tp 1 (OLMoE trains without TP).
-    "olmoe": _moe_family("olmoe", _olmoe_config, "OlmoeForCausalLM"),
+    "olmoe": _moe_family("olmoe", olmoe_config, "OlmoeForCausalLM"),
     "gpt2": Family(
-        "gpt2", _gpt2_config, lambda: _transformers_class("GPT2LMHeadModel"),
+        "gpt2", gpt2_config, lambda: _transformers_class("GPT2LMHeadModel"),
         TPPlan(
             column=("attn.c_attn", "mlp.c_fc"), row=("attn.c_proj", "mlp.c_proj"), copy_to=("attn", "mlp"),
             head_attrs=(("attn", "split_size"), ("attn", "num_heads")), attention="attn",
         ),
-        _gpt2_parts, lambda m: m.transformer.h,
+        gpt2_parts, lambda m: m.transformer.h,
     ),
     "opt": Family(
-        "opt", _opt_config, lambda: _transformers_class("OPTForCausalLM"),
+        "opt", opt_config, lambda: _transformers_class("OPTForCausalLM"),
         TPPlan(
             column=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
             row=("self_attn.out_proj", "fc2"), copy_to=("self_attn", "fc1"), head_attrs=(("self_attn", "num_heads"),),
             attention="self_attn",
         ),
-        _opt_parts, lambda m: m.model.decoder.layers,
+        opt_parts, lambda m: m.model.decoder.layers,
     ),
     "bert": Family(
-        "bert", _bert_config, lambda: _transformers_class("BertForPreTraining"),
+        "bert", bert_config, lambda: _transformers_class("BertForPreTraining"),
         TPPlan(
             column=("attention.self.query", "attention.self.key", "attention.self.value", "intermediate.dense"),
             row=("attention.output.dense", "output.dense"), copy_to=("attention.self", "intermediate"),
             attention="attention.self",
         ),
-        _bert_parts, lambda m: m.bert.encoder.layer,
+        bert_parts, lambda m: m.bert.encoder.layer,
     ),
 }
 

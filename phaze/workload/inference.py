@@ -1,5 +1,5 @@
 """Inference (`train.forward_only`, `train=inference`): the extracted training step's forward alone, as WHAM's
-inference-only designs serve it (experiments/inference_baseline.py). Every part keeps its forward graph and its
+inference-only designs serve it (experiments/paper/inference_baseline.py). Every part keeps its forward graph and its
 weights; its backward graph is empty and it keeps no activations for a backward pass."""
 
 from __future__ import annotations
