@@ -12,17 +12,11 @@ from phaze.config_check import check_config
 from phaze.config_values import ConfigError
 from phaze.hardware import enumerate_space
 from phaze.hardware.hbm import HBM_GENERATIONS, stack_columns
+from phaze.hardware.published import PUBLISHED
 from phaze.hardware.space import describe_points, grid_axes, point_components
 from tests.conftest import compose_cfg
 from tests.test_bad_input import BASE
 
-PUBLISHED = {
-    # preset: (die mm^2, TDP W, source)
-    "a100": (826.0, 400.0, "NVIDIA A100 whitepaper (GA100 826 mm^2) and A100 SXM4 datasheet (400 W)"),
-    "h100": (814.0, 700.0, "NVIDIA H100 whitepaper (GH100 814 mm^2) and H100 SXM5 datasheet (700 W)"),
-    # Jouppi et al., ISCA 2023, Table 1: die < 600 mm^2; measured max power 192 W (min / mean 90 / 170 W).
-    "tpuv4_modern": (600.0, 192.0, "Jouppi et al., ISCA 2023, Table 1"),
-}
 TOLERANCE = 0.20
 
 

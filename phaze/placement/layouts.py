@@ -58,9 +58,7 @@ def rule_breach(layers: Sequence[int], rule: str) -> str | None:
 
 
 def layouts(num_pre: int, num_layers: int, num_parts: int, rule: str) -> tuple[Layout, ...]:
-    """The layouts whose runs together search exactly the splits the rule allows."""
-    if rule not in STAGE_LAYER_RULES:
-        raise ValueError(f"train.stage_layers={rule!r}: allowed values are {', '.join(STAGE_LAYER_RULES)}")
+    """The layouts whose runs together search exactly the splits the rule allows (one of STAGE_LAYER_RULES: phaze.checks.train)."""
     return _layouts(int(num_pre), int(num_layers), int(num_parts), rule)
 
 

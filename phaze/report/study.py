@@ -23,7 +23,7 @@ PLAN_OFF = {"zero": 0, "sp": False, "vp": 1, "cp": 1, "tp_comm_overlap": False, 
 """Plan fields at these values (off) are left out of the headline's plan; dp, pp, tp, mbs and recompute always show."""
 STAGE_WORDS = {"work_bound": "by the work bound", "placement_bound": "by the placement bound",
                "schedule_bound": "by the list-schedule bound", "ilp_bound": "during their layer MILPs"}
-"""The pruning stages (phaze.search.study.Objective) in the order a trial meets them, as the summary line says them."""
+"""The pruning stages (phaze.search.objective.Objective) in the order a trial meets them, as the summary line says them."""
 
 
 def strategy_row(result) -> dict:

@@ -1,0 +1,98 @@
+"""hw.*: the accelerator space (a grid or a point), its HBM model, area and power constants, budgets and baseline."""
+
+from __future__ import annotations
+
+from phaze.checks.values import choice, fraction, positive
+from phaze.config import preset_hw, presets
+from phaze.config_values import ConfigError, positive_ints
+from phaze.hardware.derating import DERATING_COLUMNS, check_derating
+from phaze.hardware.hbm import HBM_GENERATIONS
+from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
+
+POWER_OF_TWO_AXES = ("n_tc", "tc_rows", "tc_cols", "n_vc", "vc_width")
+"""Grid axes that PHAZE's space takes in powers of two (docs/phaze-reference.md §3.2); point presets
+describe real chips (an A100 has 108 SMs) and are exempt."""
+
+
+def check_hw(hw) -> None:
+    """The accelerator space: positive axes (powers of two on a grid), rates, efficiencies, budgets."""
+    choice(hw.kind, "hw.kind", KINDS)
+    stacked = check_hbm(hw)
+    for axis in AXES:
+        values = list(hw[axis])
+        if (axis == "vc_width" or (axis == "hbm_gib" and stacked)) and not values:
+            continue
+        positive_ints(values, f"hw.{axis}", powers_of_two=hw.kind == "grid" and axis in POWER_OF_TWO_AXES)
+        if hw.kind == "point" and len(values) != 1:
+            raise ConfigError(f"hw.{axis}={values}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value")
+    for name in ("glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
+        positive(hw[name], f"hw.{name}")
+    positive(hw.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
+    positive(hw.overlap_slowdown, "hw.overlap_slowdown", allow_zero=True)
+    try:
+        check_derating({name: hw[name] for name in DERATING_COLUMNS}, "hw.")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if not 0 <= hw.area_min_fraction <= 1:
+        raise ConfigError(f"hw.area_min_fraction={hw.area_min_fraction}: allowed values are in [0, 1]")
+    for name in ("area_budget_mm2", "power_budget_w"):
+        if hw[name] is not None:
+            positive(hw[name], f"hw.{name}")
+    for name in ("tc_pe_um2", "vc_lane_um2"):
+        positive(hw.area[name], f"hw.area.{name}")
+    positive(hw.area.tc_fp8_multiplier_um2, "hw.area.tc_fp8_multiplier_um2", allow_zero=True)
+    positive(hw.power.pj_per_fp8_mac, "hw.power.pj_per_fp8_mac", allow_zero=True)
+    fraction(hw.area.logic_utilization, "hw.area.logic_utilization")
+    for name in ("vc_control_um2", "hbm_controller_um2_per_stack", "serdes_um2_per_lane", "pcie_um2_per_lane"):
+        positive(hw.area[name], f"hw.area.{name}", allow_zero=True)
+    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2", "pj_per_serdes_bit",
+                 "pj_per_operand_fetch"):
+        positive(hw.power[name], f"hw.power.{name}", allow_zero=True)
+    for name in ("spare_cores", "spare_hbm_stacks", "spare_glb_mib", "interconnect_lanes", "interconnect_gbit_s_per_lane", "pcie_lanes"):
+        positive(hw[name], f"hw.{name}", allow_zero=True)
+    if hw.kind == "grid":
+        check_budget(hw)
+    if hw.get("baseline") is not None:
+        check_baseline(hw.baseline)
+
+
+def check_baseline(name: str) -> None:
+    """hw.baseline names a point preset of conf/hw (the chip a search's answer is compared with)."""
+    points = [p for p in presets("hw") if preset_hw(p).kind == "point"]
+    choice(name, "hw.baseline", points)
+
+
+def check_hbm(hw) -> bool:
+    """HBM: PHAZE's capacity axis at a fixed bandwidth, or the stack model (stack counts x generations); True for the latter."""
+    stacks, gens = list(hw.hbm_stacks), list(hw.hbm_generation)
+    if not stacks and not gens:
+        if hw.hbm_gbps is None:
+            raise ConfigError("hw.hbm_gbps=None: without HBM stacks (hw.hbm_stacks, hw.hbm_generation) allowed values are numbers > 0")
+        positive(hw.hbm_gbps, "hw.hbm_gbps")
+        return False
+    positive_ints(stacks, "hw.hbm_stacks")
+    if not gens:
+        raise ConfigError(f"hw.hbm_generation=[]: with hw.hbm_stacks={stacks} allowed values are one or more of {', '.join(HBM_GENERATIONS)}")
+    for g in gens:
+        choice(g, "hw.hbm_generation", list(HBM_GENERATIONS))
+    if hw.hbm_gbps is not None:
+        positive(hw.hbm_gbps, "hw.hbm_gbps")
+    if hw.kind == "point" and (len(stacks) != 1 or len(gens) != 1):
+        raise ConfigError(f"hw.hbm_stacks={stacks}, hw.hbm_generation={gens}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value each")
+    if hw.kind == "grid" and (list(hw.hbm_gib) or hw.hbm_gbps is not None):
+        raise ConfigError(f"hw.hbm_gib={list(hw.hbm_gib)}, hw.hbm_gbps={hw.hbm_gbps}: on a grid under the stack model allowed values are "
+                          "[] and null (capacity and bandwidth follow from the stacks)")
+    return True
+
+
+def check_budget(hw) -> None:
+    """A grid needs at least one point inside its area (and power) budget."""
+    from phaze.hardware.space import enumerate_space, area_budget_mm2
+
+    if len(enumerate_space(hw)):
+        return
+    points = describe_points(hw, grid_axes(hw))
+    smallest = float(points.area_mm2.min())
+    if hw.power_budget_w is not None and smallest <= area_budget_mm2(hw):
+        raise ConfigError(f"hw.power_budget_w={hw.power_budget_w}: no point of hw={hw.name} fits; allowed values are >= {float(points.tdp_w.min()):.4g}")
+    raise ConfigError(f"hw.area_budget_mm2={hw.area_budget_mm2}: no point of hw={hw.name} fits; allowed values are >= {smallest:.4g} (the smallest point's area)")

@@ -1,0 +1,94 @@
+"""Structured configs: one dataclass per Hydra config group (a module per group), registered in the ConfigStore.
+
+They live in an importable module (not the `-m` entry module) so that Hydra launchers that
+rebuild the config in a worker process (joblib, submitit) see the same classes. Every field is
+typed, so a typo or a wrong type in an override fails at once and Hydra names the full key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from phaze.schema.cluster import ClusterCfg
+from phaze.schema.compat import CompatCfg
+from phaze.schema.hardware import AreaCfg, HwCfg, PowerCfg
+from phaze.schema.model import ExpertCfg, ModelCfg
+from phaze.schema.schedule import ScheduleCfg
+from phaze.schema.search import SearchCfg, TrackingCfg
+from phaze.schema.training import PlacementCfg, TrainCfg
+
+
+@dataclass
+class ExportCfg:
+    """`python -m phaze.export`: where to write the plan's launch arguments."""
+
+    dir: str = "plan_export"
+
+
+@dataclass
+class Config:
+    """The whole job: what `python -m phaze.run` and `python -m phaze.evaluate` compose."""
+
+    model: ModelCfg = MISSING
+    hw: HwCfg = MISSING
+    cluster: ClusterCfg = MISSING
+    train: TrainCfg = MISSING
+    schedule: ScheduleCfg = field(default_factory=ScheduleCfg)
+    placement: PlacementCfg = field(default_factory=PlacementCfg)
+    search: SearchCfg = MISSING
+    tracking: TrackingCfg = MISSING
+    compat: CompatCfg = field(default_factory=CompatCfg)
+    cache_dir: str = ".cache/phaze"
+    # Processes tracing the microbatch sizes whose workload is not cached yet, at once (null: this machine's cores).
+    workload_processes: Optional[int] = None
+    # `python -m phaze.evaluate figure=timeline.png`: also draw the plan's pipeline timeline (a PNG) there.
+    figure: Optional[str] = None
+    export: ExportCfg = field(default_factory=ExportCfg)
+    # Set from `model=[a,b,...]` (phaze.config.attach_models): models searched together for one
+    # common architecture; empty for the usual single `model`.
+    models: List[ModelCfg] = field(default_factory=list)
+
+
+@dataclass
+class ValidateOptions:
+    """`python -m phaze.validate`: the published runs to predict and where to write the report page."""
+
+    runs: str = "docs/validation_runs.csv"
+    # Write the markdown report here too (docs/validation.md); null: print and log only.
+    markdown: Optional[str] = None
+
+
+@dataclass
+class ValidateCfg:
+    """The fidelity check: published runs predicted with their own placements, logged to MLflow."""
+
+    validate: ValidateOptions = field(default_factory=ValidateOptions)
+    tracking: TrackingCfg = MISSING
+    cache_dir: str = ".cache/phaze"
+
+
+def register_configs() -> None:
+    """Register the base schema and each group's schema so YAML files are validated against them."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    cs.store(name="base_validate", node=ValidateCfg)
+    cs.store(group="model", name="base_model", node=ModelCfg)
+    cs.store(group="hw", name="base_hw", node=HwCfg)
+    cs.store(group="hw/area", name="base_area", node=AreaCfg)
+    cs.store(group="hw/power", name="base_power", node=PowerCfg)
+    cs.store(group="cluster", name="base_cluster", node=ClusterCfg)
+    cs.store(group="train", name="base_train", node=TrainCfg)
+    cs.store(group="search", name="base_search", node=SearchCfg)
+    cs.store(group="tracking", name="base_tracking", node=TrackingCfg)
+    cs.store(group="compat", name="base_compat", node=CompatCfg)
+
+
+register_configs()
+
+
+__all__ = ["AreaCfg", "ClusterCfg", "CompatCfg", "Config", "ExpertCfg", "ExportCfg", "HwCfg", "ModelCfg", "PlacementCfg", "PowerCfg",
+           "ScheduleCfg", "SearchCfg", "TrackingCfg", "TrainCfg", "ValidateCfg", "ValidateOptions", "register_configs"]

@@ -1,0 +1,92 @@
+"""train= and placement.*: the training step's knobs, the placement dimensions to search, a fixed placement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+
+@dataclass
+class TrainCfg:
+    """Training-step knobs: global batch, precision, optimizer, the placement dimensions the search
+    considers (placement.* fixes one), and how the framework overlaps communication (docs/parallelism.md)."""
+
+    global_batch: int = 4096
+    bytes_per_elem: int = 2
+    # GEMM precision: bf16 | fp8 (Transformer Engine: the transformer layers' linear GEMMs in FP8; phaze.workload.precision).
+    precision: str = "bf16"
+    # With precision fp8: the linear layers' weights kept in FP8 only (Transformer Engine's fp8_model_init, NeMo's
+    # fp8_params): no bf16 copy, ZeRO gathers in FP8, an fp32 master copy in the optimizer.
+    fp8_params: bool = False
+    # Bytes of a gradient element, kept and reduced (null: bytes_per_elem; Megatron keeps bf16 runs' gradients in fp32: 4).
+    grad_bytes_per_elem: Optional[int] = None
+    # Bytes of Adam's master copy of a weight below fp32 (null: an fp32 copy, 4; NeMo's Apex distributed Adam keeps
+    # only the 16 bits a bf16 weight lacks: 2, or none where its optimizer state is bf16 as the weights: 0).
+    master_bytes_per_param: Optional[int] = None
+    # Bytes of Adam's two moments per weight (null: fp32, 8; NeMo's Apex distributed Adam with optim.dtype=bf16: 4).
+    moment_bytes_per_param: Optional[int] = None
+    optimizer: str = "sgd"  # sgd | adam | none (inference: no gradients, no optimizer state, nothing reduced)
+    # Only the forward pass (inference, phaze.workload.inference): with optimizer none, what train=inference runs.
+    forward_only: bool = False
+    # A value or a list of values to search: `train.mbs=4` or `train.mbs=[1,2,4,8]` (phaze.config_values checks them).
+    mbs: Any = field(default_factory=lambda: [1, 2, 4, 8])
+    # none | selective (attention core) | full, or booleans (false = none, true = full); one or a list.
+    recompute: Any = field(default_factory=lambda: [False, True])
+    tp_widths: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    # Whether a pipeline's stages may differ in TP width (PHAZE's plans; false: one width in every stage, as every
+    # framework runs) and which layers per stage the framework runs: any | even_middle (Megatron-Core: the first and
+    # last stages free, the middle even) | even (phaze.placement.layouts).
+    per_stage_tp: bool = True
+    stage_layers: str = "any"
+    recompute_granularity: str = "layer"  # layer = Megatron per-layer checkpoints | stage = PHAZE's stage-input checkpoint
+    # ZeRO stages 0..3, Megatron sequence parallelism, interleaved chunks per rank, context-parallel widths and
+    # TP communication overlap to search (one value or a list each).
+    zero: Any = field(default_factory=lambda: [0])
+    sp: Any = field(default_factory=lambda: [False])
+    vp: Any = field(default_factory=lambda: [1])
+    cp: Any = field(default_factory=lambda: [1])
+    tp_comm_overlap: Any = field(default_factory=lambda: [False])
+    # Expert-parallel widths to search (only those dividing model.num_experts are used; 1 for a dense model).
+    ep: Any = field(default_factory=lambda: [1])
+    # The MoE routing assumption, overriding the model's (null: the model's own): see ModelCfg.
+    capacity_factor: Optional[float] = None
+    moe_imbalance: Optional[float] = None
+    # eager | flash: the attention kernel, overriding model.attention (null: the model's own).
+    attention: Optional[str] = None
+    # Whether the framework's kernels are fused (see model.fused_kernels), overriding the model's (null: the model's own).
+    fused_kernels: Optional[bool] = None
+    # phaze: PHAZE's step (flush, then the gradient all-reduce, nothing overlapped) | timeline (the framework's overlaps).
+    step_model: str = "phaze"
+    # The framework reduces gradients bucket by bucket under the backward, prefetches ZeRO parameter gathers
+    # under compute, and issues TP collectives on a communication stream (single-stream chips).
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_async: bool = False
+    # ZeRO-3's overlapped parameter gathers and gradient reductions share one communicator, which runs one collective
+    # at a time: the backward's gathers and reductions take turns on one stream (PyTorch FSDP, Megatron-FSDP).
+    serial_zero3_collectives: bool = False
+    # Megatron-LM's pipeline scatter/gather: without sequence parallelism each TP rank sends 1/t of the replicated
+    # activation and the next stage all-gathers it over its node's links (Narayanan et al. 2021 §4.1).
+    p2p_scatter_gather: bool = False
+    # HBM bytes the optimizer step moves per parameter (its passes over weights, gradients and state: the
+    # framework presets count them, conf/train/*.yaml); 0: the update is not timed (PHAZE's step has none).
+    update_bytes_per_param: float = 0.0
+
+
+@dataclass
+class PlacementCfg:
+    """A fixed placement to evaluate; zeros (or null) mean "search it" over the train.* values."""
+
+    dp: int = 0
+    pp: int = 0
+    # One TP width for every stage (a list, one per stage, is refused by name: phaze.checks.placement.check_placement).
+    tp: Any = 0
+    zero: Optional[int] = None  # 0..3
+    sp: Optional[bool] = None
+    vp: int = 0
+    cp: int = 0
+    tp_comm_overlap: Optional[bool] = None
+    ep: int = 0
+    # Transformer layers per pipeline stage (pp x vp entries with interleaving, chunks in order), for a fixed
+    # placement; null: Megatron's even split (the first num_layers mod pp stages one layer more).
+    layers_per_stage: Optional[List[int]] = None
