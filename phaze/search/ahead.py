@@ -22,10 +22,10 @@ def progress_total(cfg, evaluator, best: float | None) -> int:
     return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best)))
 
 
-def reading_value(seen: dict) -> float | None:
-    """The value the points ahead are read against: the study's value to beat (`seen["nth"]`), before there is one the
-    lowest value completed so far (`seen["values"]`), None before the first."""
-    return seen["nth"] if seen["nth"] is not None else min(seen["values"], default=None)
+def reading_value(nth: float | None, values: list[float]) -> float | None:
+    """The value the points ahead are read against: the study's value to beat `nth`, before there is one the lowest of
+    the values completed so far, None before the first."""
+    return nth if nth is not None else min(values, default=None)
 
 
 def points_ahead(cfg, evaluator, sampler, top_n: int, seen: dict) -> Callable[[], Ahead]:
@@ -38,7 +38,7 @@ def points_ahead(cfg, evaluator, sampler, top_n: int, seen: dict) -> Callable[[]
     def read() -> Ahead:
         nth, values, cursor = seen["nth"], list(seen["values"]), sampler.cursor
         evaluations = 0 if nth is not None else max(top_n - len(values), 0)
-        value = reading_value({"nth": nth, "values": values})
+        value = reading_value(nth, values)
         points = order[cursor:progress_total(cfg, evaluator, value)] if value is not None else order[:0]
         fresh, bounded = kinds_ahead(evaluator.known_bounds(points), evaluator.work_bound[points],
                                      to_beat(cfg, value) / scales[points] if value is not None else scales[points], signatures[points])
@@ -56,7 +56,7 @@ def bound_probe(cfg, evaluator, sampler, seen: dict) -> Callable[[], float | Non
     order, scales = np.asarray(sampler.order), evaluator.objective_scale()
 
     def probe() -> float | None:
-        value = reading_value(seen)
+        value = reading_value(seen["nth"], list(seen["values"]))
         if value is None:
             return None
         points = order[sampler.cursor:progress_total(cfg, evaluator, value)]

@@ -27,8 +27,9 @@ POLL_S = 1.0
 where no trial ends (the walk over the points its bounds pass over: 11,033 of the headline run's 11,133 in the last
 25% of its study, experiments/results/progress_estimate.md)."""
 RATE_WINDOW_S = 10.0
-"""Seconds back over which the points' rate shown is measured (RateMeter): the headline run decides points at rates
-thousands of times apart (0.1 a second through its full evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
+"""Seconds back over which the points' rate shown is measured (RateMeter), and the trials' recent cost and share
+(Costs): the headline run decides points at rates thousands of times apart (0.1 a second through its full
+evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
 points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x over 30 s and 90.7x since
 the start, tqdm's rate (experiments/results/progress_estimate.md)."""
 
@@ -155,8 +156,9 @@ def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
     before a value to beat at their mean (less the time the current one has run), a placement bound per fresh signature
     and per bounded point at the mean placement bound (before one is asked for, at the probe's), and a trial per
     bounded signature at its schedule bound (Ahead.schedule_bound_s) plus the mean trial against a value times the share
-    of such signatures that took one lately (before the first trial, at the mean layer MILP). Where a kind with points left has no cost yet: before a value to beat, the rest is at
-    least what is left (whole False); after, None, as before the first evaluation ends."""
+    of such signatures that took one lately (before the first trial, at the mean layer MILP). Where a kind with points
+    left has no cost yet: before a value to beat, the rest is at least what is left (whole False); after, None, as
+    before the first evaluation ends."""
     left_s, whole = 0.0, True
     if ahead.evaluations:
         if costs.evaluation_s is None:
@@ -237,10 +239,8 @@ class StudyProgress:
         self.evaluations_s: list[float] = []
         self.milps_s: list[float] = []
         """Seconds of every layer MILP the trials ran."""
-        self.trials_s: list[tuple[float, bool]] = []
-        """(seconds, whether there was a value to beat) of every trial."""
-        self.trial_ends_s: list[float] = []
-        """When each trial against a value to beat ended."""
+        self.against: list[tuple[float, float]] = []
+        """(when it ended, seconds) of each trial against a value to beat."""
         self.last_evaluation_s = self.start_s
         self.lock = threading.Lock()
         self.bar = None
@@ -269,9 +269,8 @@ class StudyProgress:
         """A trial took `seconds` (`evaluated`: a full evaluation that completed), its layer MILPs `milps_s`."""
         probe_s = self.probe() if self.probe is not None and evaluated and not self.settled else None
         with self.lock:
-            self.trials_s.append((seconds, self.settled))
             if self.settled:
-                self.trial_ends_s.append(self.now())
+                self.against.append((self.now(), seconds))
             self.milps_s.extend(milps_s)
             if probe_s is not None:
                 self.probes_s.append(probe_s)
@@ -279,26 +278,31 @@ class StudyProgress:
                 self.evaluations_s.append(seconds)
                 self.last_evaluation_s = self.now()
 
-    def read_ahead(self) -> None:
-        """Read `ahead`, and keep the signatures of the bounded points the cursor passed since the last reading."""
+    def read_ahead(self, time_s: float) -> None:
+        """Read `ahead`, keep the signatures of the bounded points the cursor passed since the last reading, and
+        measure the trial share over the last RATE_WINDOW_S (kept where nothing came in that window)."""
         known, self.known = self.known, self.ahead()
         if known is not None and not known.evaluations:
             self.passed_groups.update(known.bounded_groups(max(self.known.cursor - known.cursor, 0)).tolist())
-        self.passed_meter.add(self.now(), len(self.passed_groups))
+        self.passed_meter.add(time_s, len(self.passed_groups))
+        window_s = time_s - RATE_WINDOW_S
+        passed = len(self.passed_groups) - next((n for t, n in reversed(self.passed_meter.readings) if t <= window_s), 0)
+        trials = self.recent_trials(time_s)
+        if passed or trials:
+            self.trial_share = min(1.0, trials / passed) if passed else 1.0
+
+    def recent_trials(self, time_s: float) -> int:
+        """How many trials against a value to beat ended over the last RATE_WINDOW_S before `time_s`."""
+        return sum(end_s > time_s - RATE_WINDOW_S for end_s, _ in self.against)
 
     def costs(self, time_s: float) -> Costs:
         """What each kind of decision has cost so far (Costs), at `time_s`."""
-        against = [seconds for seconds, settled in self.trials_s if settled]
-        window_s = time_s - RATE_WINDOW_S
-        passed = len(self.passed_groups) - next((n for t, n in reversed(self.passed_meter.readings) if t <= window_s), 0)
-        trials = sum(end_s > window_s for end_s in self.trial_ends_s)
-        if passed or trials:
-            self.trial_share = min(1.0, trials / passed) if passed else 1.0
+        recent = [seconds for _, seconds in self.against[-max(self.recent_trials(time_s), 1):]]
         return Costs(evaluation_s=float(np.mean(self.evaluations_s)) if self.evaluations_s else None,
                      running_s=time_s - self.last_evaluation_s,
                      probe_s=float(np.mean(self.probes_s)) if self.probes_s else None,
                      milp_s=float(np.mean(self.milps_s)) if self.milps_s else None,
-                     trial_s=float(np.mean(against[-max(trials, 1):])) if against else None,
+                     trial_s=float(np.mean(recent)) if recent else None,
                      trial_share=self.trial_share)
 
     def tick(self) -> None:
@@ -310,7 +314,7 @@ class StudyProgress:
             time_s = self.now()
             self.meter.add(time_s, self.decided)
             if self.ahead is not None:
-                self.read_ahead()
+                self.read_ahead(time_s)
             if not self.enabled:
                 return
             shown = ", ".join([self.rate_text(time_s), *(f"{key}={value}" for key, value in self.stats.items())])

@@ -21,7 +21,8 @@ from phaze.cores import usable_cores
 from phaze.search.claims import PASSED_OVER
 from phaze.search.evaluator import Evaluation, SpaceEvaluator
 from phaze.search.identity import storage_url, study_name, tracker_for  # noqa: F401  (tracker_for, study_name: re-exported)
-from phaze.search.loop import failed_numbers, finished, progress_total, recover, search, work, worker_study  # noqa: F401  (re-exported)
+from phaze.search.ahead import progress_total  # noqa: F401  (re-exported)
+from phaze.search.loop import failed_numbers, finished, recover, search, work, worker_study  # noqa: F401  (re-exported)
 from phaze.search.objective import MILPS_ATTR  # noqa: F401  (re-exported)
 from phaze.search.ranking import (POINT_PARAM, RECORD_ATTR, pruned_by, to_beat, top_n_of, top_trials,  # noqa: F401  (RECORD_ATTR: re-exported)
                                   trial_status, value_to_beat)
