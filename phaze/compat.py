@@ -25,22 +25,16 @@ SWITCHES = tuple(f.name for f in dataclasses.fields(CompatCfg) if f.type in (boo
 """Every compat switch (the boolean fields of CompatCfg)."""
 
 
-def compat_of(cfg):
-    """cfg.compat, or every switch off for a config composed without the group."""
-    compat = cfg.get("compat") if hasattr(cfg, "get") else getattr(cfg, "compat", None)
-    return compat if compat is not None else CompatCfg()
-
-
 def switches_on(compat) -> list[str]:
     """The names of the switches that are on."""
     return [s for s in SWITCHES if bool(getattr(compat, s, False))]
 
 
-def network_for(cfg) -> Network:
-    """The cluster's network; under compat.compute_ms every link 1000x faster (and its latency 1000x
-    shorter), so that communication weighs against compute as in PHAZE's mixed ms / s sums."""
-    network = Network.from_cfg(cfg.cluster)
-    if not compat_of(cfg).compute_ms:
+def network_for(cluster, compat: CompatCfg) -> Network:
+    """The cluster's network (cluster: ClusterCfg); under compat.compute_ms every link 1000x faster (and its latency
+    1000x shorter), so that communication weighs against compute as in PHAZE's mixed ms / s sums."""
+    network = Network.from_cfg(cluster)
+    if not compat.compute_ms:
         return network
     return dataclasses.replace(network, intra_bytes_s=network.intra_bytes_s * PHAZE_COMPUTE_PER_COMM_UNIT,
                                inter_bytes_s=network.inter_bytes_s * PHAZE_COMPUTE_PER_COMM_UNIT,
@@ -49,14 +43,14 @@ def network_for(cfg) -> Network:
                                launch_latency_s=network.launch_latency_s / PHAZE_COMPUTE_PER_COMM_UNIT)
 
 
-def expert_run_spaces(cfg, inp, space: Space) -> list[Space]:
+def expert_run_spaces(compat: CompatCfg, expert, inp, space: Space) -> list[Space]:
     """The placement spaces to search on a point: [space], or under compat.baseline_in_optimum_run one per
     recompute setting, each with only the microbatches whose expert plan (model.expert) fits the point's HBM.
     PHAZE evaluates the fixed plan in every (mbs, HBM, recompute) run on every point, and one that does not fit
-    discards the run's optimised result too (docs/phaze-reference.md §6.7), so its optimum always has a baseline."""
-    if not compat_of(cfg).baseline_in_optimum_run:
+    discards the run's optimised result too (docs/phaze-reference.md §6.7), so its optimum always has a baseline.
+    `expert`: the model's expert placement (model.expert)."""
+    if not compat.baseline_in_optimum_run:
         return [space]
-    expert = cfg.model.expert
     one = {name: getattr(space, name)[0] for name in DIMENSIONS}
     mbs_values = space.mbs if space.mbs is not None else tuple(sorted({int(m) for m in inp.mbs_values}))
     out = []

@@ -1,19 +1,41 @@
-"""Compose the Hydra config outside an entry point (tests, benchmarks, notebooks), as `phaze.run` would,
-and split `model=[a,b,...]` (several models searched together) into one config per model."""
+"""Compose the Hydra config outside an entry point (tests, benchmarks, notebooks), as `phaze.run` would, split
+`model=[a,b,...]` (several models searched together) into one config per model, and turn a composed config into the
+typed inputs the stages take (typed_config, model_job, study_spec): the one module that hands them down."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
-from phaze import schema  # noqa: F401  (registers the structured configs)
+from phaze import schema
 from phaze.config_values import ConfigError
+from phaze.inputs import ModelJob
+from phaze.search.spec import StudySpec
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 MODEL_GROUP = "model"
+TRAIN_GROUP = "train"
+
+
+def register_configs() -> None:
+    """Register the base schema and each group's schema (phaze.schema) so YAML files are validated against them."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=schema.Config)
+    cs.store(name="base_validate", node=schema.ValidateCfg)
+    for group, name, node in (("model", "base_model", schema.ModelCfg), ("hw", "base_hw", schema.HwCfg), ("hw/area", "base_area", schema.AreaCfg),
+                              ("hw/power", "base_power", schema.PowerCfg), ("cluster", "base_cluster", schema.ClusterCfg),
+                              ("train", "base_train", schema.TrainCfg), ("search", "base_search", schema.SearchCfg),
+                              ("tracking", "base_tracking", schema.TrackingCfg), ("compat", "base_compat", schema.CompatCfg)):
+        cs.store(group=group, name=name, node=node)
+
+
+register_configs()
 
 
 def compose_config(*overrides: str):
@@ -90,3 +112,28 @@ def models_of(cfg) -> list:
         one.models = []
         out.append(one)
     return out
+
+
+def typed_config(cfg) -> schema.Config:
+    """The composed config as its structured-config dataclasses (phaze.schema.Config): what the stages are handed."""
+    return OmegaConf.to_object(cfg)
+
+
+def model_job(cfg) -> ModelJob:
+    """The typed inputs of cfg's model (the first of a common study's): what phaze.pipeline takes."""
+    return ModelJob.of(typed_config(models_of(cfg)[0]))
+
+
+def train_preset() -> str | None:
+    """The conf/train preset the running job was composed with (Hydra's choice, known inside an entry point such as
+    `python -m phaze.run`); None where the config was composed outside one (compose_config)."""
+    if not HydraConfig.initialized():
+        return None
+    return HydraConfig.get().runtime.choices.get(TRAIN_GROUP)
+
+
+def study_spec(cfg) -> StudySpec:
+    """The typed input of cfg's study: the typed config, the hw.baseline preset's space composed (when set), the
+    resolved config as the parent run logs it, and the train preset."""
+    baseline = typed_config(preset_hw(str(cfg.hw.baseline))) if cfg.hw.get("baseline") else None
+    return StudySpec(typed_config(cfg), baseline, OmegaConf.to_yaml(cfg, resolve=True), train_preset())

@@ -4,7 +4,9 @@
 file the same way), so a bad value stops the job before anything is written to mlruns/ or the study storage;
 `refusing_bad_config` turns it into one line on stderr and exit code 2 inside the Hydra job (taking back the output
 folder Hydra made for it), and `run_cli` does the same for Hydra's own composition errors (an unknown config option,
-a typo, a wrong type). Each group's checks live in phaze.checks, one module each; this module runs them in order.
+a typo, a wrong type). Each group's own rules live in its structured config (phaze/schema/: `__post_init__`, run as the
+typed config is built), the rules that read another group or a stage's registry in phaze.checks, one module per group;
+this module runs them in that order.
 """
 
 from __future__ import annotations
@@ -19,17 +21,15 @@ import sys
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from phaze import schema
-from phaze.checks.cluster import check_cluster
 from phaze.checks.hardware import check_hw
 from phaze.checks.model import check_model
 from phaze.checks.outputs import check_output_file, check_output_folder, figure_formats
 from phaze.checks.placement import check_fixed, check_placement
-from phaze.checks.schedule import check_schedule
 from phaze.checks.search import check_search
 from phaze.checks.tracking import check_tracking
 from phaze.checks.train import check_train
-from phaze.config import CONF_DIR, attach_models, presets
-from phaze.config_values import ConfigError, positive_ints
+from phaze.config import CONF_DIR, attach_models, presets, typed_config
+from phaze.config_values import ConfigError
 from phaze.job_output import discard_job_output
 
 EXIT_CONFIG = 2
@@ -39,20 +39,18 @@ SCHEMA_PREFIX = "base_"
 
 
 def check_config(cfg) -> None:
-    """Raise ConfigError for the first invalid value of the job config (every model of `model=[a,b]`)."""
+    """Raise ConfigError for the first invalid value of the job config (every model of `model=[a,b]`): each group's own
+    rules as its typed config is built, then the rules across groups."""
+    typed_config(cfg)
     models = list(cfg.get("models") or [cfg.model])
     for model in models:
         check_model(model)
     check_hw(cfg.hw)
-    check_cluster(cfg.cluster)
     for model in models:
         check_train(cfg, model)
         check_placement(cfg, model)
-    check_schedule(cfg.schedule)
     check_search(cfg)
     check_tracking(cfg.tracking)
-    if cfg.get("workload_processes") is not None:
-        positive_ints(cfg.workload_processes, "workload_processes")
 
 
 def one_line(error: BaseException) -> str:
@@ -121,7 +119,7 @@ def refusing_bad_config(task):
 
 
 def check_choices(overrides) -> None:
-    """A config group's schema (`model=base_model`, `train=base_train`, ...: phaze.schema registers them beside the
+    """A config group's schema (`model=base_model`, `train=base_train`, ...: phaze.config registers them beside the
     presets, so Hydra accepts them) is not a preset: a model without its shape, a chip without its parts."""
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         group = override.key_or_group

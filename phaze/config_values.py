@@ -1,8 +1,9 @@
-"""Checks of config values that the structured-config types cannot express; each error names its field."""
+"""The rules of config values that the structured-config types cannot express (each error names its field), shared by
+the schema's own checks (phaze/schema/) and the cross-group checks (phaze/checks/)."""
 
 from __future__ import annotations
 
-from omegaconf import ListConfig
+from collections.abc import Sequence
 
 
 class ConfigError(ValueError):
@@ -10,7 +11,7 @@ class ConfigError(ValueError):
 
 
 def as_list(value) -> list:
-    return list(value) if isinstance(value, (list, tuple, ListConfig)) else [value]
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
 
 
 def positive_ints(value, field: str, powers_of_two: bool = False) -> list[int]:
@@ -65,3 +66,21 @@ def zero_stages(value, field: str) -> list[int]:
     if not out:
         raise ConfigError(f"{field} is empty: give at least one of {', '.join(map(str, ZERO_VALUES))}")
     return sorted(set(out))
+
+
+def positive(value, field: str, allow_zero: bool = False) -> None:
+    """A number > 0 (or >= 0 with allow_zero); not a boolean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{field}={value!r}: allowed values are numbers {'>= 0' if allow_zero else '> 0'}")
+
+
+def fraction(value, field: str) -> None:
+    """A number in (0, 1]."""
+    if not 0 < value <= 1:
+        raise ConfigError(f"{field}={value!r}: allowed values are in (0, 1]")
+
+
+def choice(value, field: str, allowed) -> None:
+    """One of `allowed`."""
+    if value not in allowed:
+        raise ConfigError(f"{field}={value!r}: allowed values are {', '.join(map(str, allowed))}")

@@ -20,9 +20,10 @@ import pandas as pd
 import hydra
 from hydra.core.hydra_config import HydraConfig
 
-from phaze import schema  # noqa: F401  (registers the structured configs)
+import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
 from phaze.kernels import start_warm_up
 from phaze.config_check import check_choices, check_config, check_fixed, check_output_file, figure_formats, refusing_bad_config, run_cli
+from phaze.config import model_job
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_scheduled, explain
 from phaze.report.timeline import timeline_figure
@@ -64,12 +65,13 @@ def main(cfg) -> None:
     if len(points) != 1:
         raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; phaze.evaluate takes one (e.g. hw=tpuv4, hw=a100, hw=h100)")
     start_warm_up()
-    result, layers = evaluate_scheduled(cfg, points)
+    job = model_job(cfg)
+    result, layers = evaluate_scheduled(job, points)
     if result is None:
         print(f"no placement of {cfg.model.name} fits {cfg.cluster.devices} x {cfg.hw.name}", file=sys.stderr)
         print(json.dumps({"feasible": False, "reason": "no placement fits"}))
         sys.exit(1)
-    explanation = explain(cfg, points, result, layers=layers)
+    explanation = explain(job, points, result, layers=layers)
     record = result_record(result, explanation)
     print(
         f"{cfg.model.name} on {cfg.cluster.devices} x {cfg.hw.name}: dp={record['dp']} pp={record['pp']} tp={record['tp']} "

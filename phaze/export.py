@@ -24,21 +24,23 @@ import hydra
 import optuna
 from sqlalchemy.engine import make_url
 
-from phaze import schema  # noqa: F401  (registers the structured configs)
+import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
+from phaze.config import model_job, study_spec
 from phaze.config_check import check_fixed, check_output_folder, checked, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
-from phaze.plan_space import is_fixed, training_model
+from phaze.plan_space import is_fixed
 from phaze.report.launch import LaunchPlan, launch_breach, megatron_command, nemo_config, torchtitan_config
 from phaze.search.evaluator import SpaceEvaluator
-from phaze.search.study import POINT_PARAM, storage_url, study_name
+from phaze.search.study import POINT_PARAM, storage_url
 
 
 def study_result(cfg):
     """The placement of the best trial of cfg's study (ConfigError when there is no such study or no finished trial)."""
-    url = storage_url(cfg)
-    name = study_name(cfg)
+    spec = study_spec(cfg)
+    url = storage_url(spec.search)
+    name = spec.name
     missing = ConfigError(f"search.storage={url!r}: no study {name!r} there; run `python -m phaze.run` with the same overrides "
                           "first, or fix a placement (placement.dp, placement.pp, placement.tp) on a chip preset")
     database = make_url(url)
@@ -52,7 +54,7 @@ def study_result(cfg):
     if not done:
         raise ConfigError(f"study {name!r} has no finished trial yet: resume it with `python -m phaze.run` and the same overrides")
     best = max(done, key=lambda t: t.values[0])
-    return SpaceEvaluator(cfg).evaluate(int(best.params[POINT_PARAM])).result
+    return SpaceEvaluator(spec).evaluate(int(best.params[POINT_PARAM])).result
 
 
 TORCHTITAN_PRESETS = ("fsdp",)
@@ -84,7 +86,7 @@ def plan_result(cfg):
         points = enumerate_space(cfg.hw)
         if len(points) != 1:
             raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; a fixed placement is exported on one chip (hw=a100, hw=h100, ...)")
-        return evaluate_point(cfg, points)
+        return evaluate_point(model_job(cfg), points)
     return study_result(cfg)
 
 
@@ -104,7 +106,7 @@ def main(cfg) -> None:
         sys.exit(1)
     plan = LaunchPlan.from_strategy(result.strategy, int(cfg.model.num_layers), int(cfg.train.global_batch), cfg.train,
                                     node_size=int(cfg.cluster.node_size))
-    model = training_model(cfg)
+    model = model_job(cfg).workload.model
     files, why = {}, refusal(cfg, plan, preset)
     if preset in TORCHTITAN_PRESETS:
         files["torchtitan.toml"] = torchtitan_config(plan, model, int(model.seq_len))

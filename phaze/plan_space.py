@@ -9,9 +9,7 @@ sequence parallelism, context-parallel width, TP communication overlap and exper
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-
-from omegaconf import OmegaConf
+from dataclasses import dataclass, replace
 
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.placement.solve import Space
@@ -35,10 +33,10 @@ class LayerVariant:
 def options(cfg, name: str) -> list:
     """The values of placement dimension `name` to consider: placement.<name> when set, else train.<name>
     (expert parallelism: those dividing the model's experts, only 1 for a dense model); an unset one of a fixed
-    placement only those consistent with what is fixed (fitting_values)."""
-    fixed = cfg.placement.get(name)
+    placement only those consistent with what is fixed (fitting_values). `cfg`: the typed config (phaze.schema.Config)."""
+    fixed = getattr(cfg.placement, name)
     unset = fixed == 0 if name in SEARCHED_BY_ZERO else fixed is None
-    value = cfg.train[name] if unset else fixed
+    value = getattr(cfg.train, name) if unset else fixed
     field = f"placement.{name}" if not unset else f"train.{name}"
     if name == "zero":
         values = zero_stages(value, field)
@@ -49,7 +47,7 @@ def options(cfg, name: str) -> list:
     if name == "ep":
         allowed = valid_ep(cfg.model, values)
         if not unset and allowed != values:
-            raise ConfigError(f"placement.ep={value} does not divide model.num_experts={cfg.model.get('num_experts', 0)} "
+            raise ConfigError(f"placement.ep={value} does not divide model.num_experts={cfg.model.num_experts} "
                              f"(allowed: divisors of the experts; 1 for a dense model)")
         values = allowed
     return fitting_values(cfg, name, values) if unset and is_fixed(cfg.placement) else values
@@ -106,14 +104,14 @@ def fixed_plans(cfg) -> list[dict] | None:
         return None
     values = {name: options(cfg, name) for name in DIMENSIONS}
     values["tp_comm_overlap"] = costed_overlaps(cfg, bool(cfg.hw.inter_op_parallel))
-    layers = p.get("layers_per_stage")
+    layers = p.layers_per_stage
     dims = [d for d in (dict(zip(DIMENSIONS, combo)) for combo in itertools.product(*values.values()))
             if consistent(d) and (layers is None or len(layers) == p.pp * d["vp"])]
     if not dims:
         tried = ", ".join(f"{name}={values[name]}" for name in ("zero", "sp", "tp_comm_overlap", "ep"))
         raise ConfigError(f"placement.zero, sp, tp_comm_overlap and ep: no combination of the values tried ({tried}) runs together; "
                           "allowed: tp_comm_overlap=true with sp=true, ep > 1 with zero 0 or 1")
-    return [dict(dp=int(p.dp), pp=int(p.pp), tp=int(p.tp), mbs=mbs, recompute=recompute, layers_per_stage=p.get("layers_per_stage"), **d)
+    return [dict(dp=int(p.dp), pp=int(p.pp), tp=int(p.tp), mbs=mbs, recompute=recompute, layers_per_stage=p.layers_per_stage, **d)
             for mbs in fixed_microbatches(cfg) for recompute in recompute_options(cfg.train.recompute) for d in dims]
 
 
@@ -153,6 +151,27 @@ TRAIN_MODEL_FIELDS = ("attention", "fused_kernels", "capacity_factor", "moe_imba
 
 def training_model(cfg):
     """cfg.model with the kernels the training framework picks (train.attention, train.fused_kernels, when set)."""
-    chosen = {f: cfg.train.get(f) for f in TRAIN_MODEL_FIELDS if cfg.train.get(f) is not None}
-    return OmegaConf.merge(cfg.model, chosen) if chosen else cfg.model
+    chosen = {f: getattr(cfg.train, f) for f in TRAIN_MODEL_FIELDS if getattr(cfg.train, f) is not None}
+    return replace(cfg.model, **chosen) if chosen else cfg.model
+
+
+@dataclass(frozen=True)
+class PlanSpace:
+    """What a config asks the placement to consider, parsed and checked once (ConfigError naming the field otherwise):
+    each dimension's values, the layer variants to cost, the DP's Space and a fixed placement's plans."""
+
+    values: dict[str, tuple]
+    """options() of each of DIMENSIONS."""
+    recompute: tuple
+    variants: tuple[LayerVariant, ...]
+    space: Space
+    fixed: tuple[dict, ...] | None
+    """A fixed placement's plans (fixed_plans), None for a search."""
+
+    @classmethod
+    def of(cls, cfg) -> "PlanSpace":
+        """The plan space of the typed config `cfg` (phaze.schema.Config)."""
+        fixed = fixed_plans(cfg)
+        return cls({name: tuple(options(cfg, name)) for name in DIMENSIONS}, tuple(recompute_options(cfg.train.recompute)),
+                   tuple(layer_variants(cfg, bool(cfg.hw.inter_op_parallel))), placement_space(cfg), None if fixed is None else tuple(fixed))
 

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import hydra
 from hydra.core.hydra_config import HydraConfig
 
-from phaze import schema  # noqa: F401  (registers the structured configs)
-from phaze.config import models_of
+import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
+from phaze.config import model_job, models_of, study_spec
 from phaze.config_check import checked, refusing_bad_config, run_cli
 from phaze.kernels import start_warm_up
 from phaze.report.breakdown import best_explanations, breakdown_figure
@@ -23,9 +23,8 @@ from phaze.report.study import MISSING, display_table, final_table, headline, hi
 from phaze.report.study import top_table as study_top_table
 from phaze.report.timeline import timeline_figure
 from phaze.search.pareto import exact_fronts, fronts_figure
-from phaze.search.study import run_study, study_name, tracker_for
+from phaze.search.study import run_study, tracker_for
 from phaze.tracking import dashboard_url, resolve_tracking_uri
-from phaze.pipeline import microbatch_sizes, workload_jobs
 from phaze.summary import WorkloadSummary, workload_summary
 from phaze.workload.extract import extract_jobs, workload_job
 
@@ -46,7 +45,8 @@ def main(cfg) -> None:
     cfg = checked(cfg, HydraConfig.get().overrides.task)
     start_warm_up()
     with ThreadPoolExecutor(1, thread_name_prefix="phaze-mlflow") as background:
-        tracker_soon = background.submit(tracker_for, cfg)  # MLflow's parent run is created while the workloads are traced
+        spec = study_spec(cfg)
+        tracker_soon = background.submit(tracker_for, spec)  # MLflow's parent run is created while the workloads are traced
         summaries = model_summaries(cfg)
         tracker = tracker_soon.result()
     model_metrics = {}
@@ -55,11 +55,11 @@ def main(cfg) -> None:
         prefix = "model" if not cfg.models else f"model.{name}"
         model_metrics.update({f"{prefix}.params": float(summary.params), f"{prefix}.train_flops_per_seq": summary.train_flops_per_seq})
     if cfg.search.sampler == "pareto":
-        report_fronts(cfg, tracker, model_metrics)
+        report_fronts(cfg, spec, tracker, model_metrics)
         return
-    outcome = run_study(cfg, tracker)
+    outcome = run_study(spec, tracker)
     table = final_table(outcome)
-    print(f"\n{study_summary(outcome, study_name(cfg))}")
+    print(f"\n{study_summary(outcome, spec.name)}")
     print(f"\n{headline(outcome)}")
     ranked = "the best design" if len(outcome.top) == 1 else f"the {len(outcome.top)} best designs, ranked"
     print(f"\n{ranked} (search.top_n={cfg.search.top_n}), then the baseline chip:")
@@ -101,16 +101,17 @@ def model_summaries(cfg) -> dict[str, WorkloadSummary]:
     """Each model's workload summary (the model as configured, at its first microbatch size), traced at once with
     the workloads its search then reads from the cache: the first trace of each process pays seconds of imports, which
     tracing the summary first, alone, left one core idle for (Llama-2-7B: 8.3 s)."""
-    ones = models_of(cfg)
-    summary_jobs = [workload_job(one.model, microbatch_sizes(one)[0], one.train.bytes_per_elem, one.train.tp_widths, one.cache_dir) for one in ones]
-    search_jobs = [job for one in ones for job in workload_jobs(one)] if cfg.cache_dir is not None else []
+    jobs = [model_job(one) for one in models_of(cfg)]
+    summary_jobs = [workload_job(one.model, one.workload.mbs_values[0], one.train.bytes_per_elem, one.train.tp_widths, one.workload.cache_dir)
+                    for one in jobs]
+    search_jobs = [job for one in jobs for job in one.workload.jobs()] if cfg.cache_dir is not None else []
     traced = extract_jobs(summary_jobs + search_jobs, processes=cfg.get("workload_processes"))
-    return {one.model.name: workload_summary(w) for one, w in zip(ones, traced)}
+    return {one.name: workload_summary(w) for one, w in zip(jobs, traced)}
 
 
-def report_fronts(cfg, tracker, model_metrics: dict) -> None:
+def report_fronts(cfg, spec, tracker, model_metrics: dict) -> None:
     """search=pareto: print and log the exact fronts of throughput against area and against TDP."""
-    ev, fronts = exact_fronts(cfg)
+    ev, fronts = exact_fronts(spec)
     for front in fronts:
         print(f"\nexact front of throughput against {front.cost}: {len(front.table)} points of {len(ev)}; {front.n_evaluated} "
               f"evaluated, dismissed by their work bound {front.n_work}, placement bound {front.n_placement}, during "

@@ -20,7 +20,7 @@ import hydra
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from phaze import schema  # noqa: F401  (registers the structured configs)
+import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
 from phaze.kernels import start_warm_up
 from phaze.config_check import check_output_file, check_tracking, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phaze.compat import PHAZE_COMPUTE_PER_COMM_UNIT, compat_of, expert_run_spaces, network_for
+from phaze.compat import PHAZE_COMPUTE_PER_COMM_UNIT, expert_run_spaces
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware import enumerate_space
@@ -17,10 +17,11 @@ from phaze.pipeline import evaluate_point, load_workloads, placement_input
 from phaze.plan_space import placement_space
 from phaze.schedule.cache import problem_key
 from phaze.schedule.instance import LayerProblem
-from phaze.schema import CompatCfg
+
 from phaze.search.evaluator import optimum_run
-from phaze.search.study import run_study, study_name
+from phaze.search.study import run_study
 from phaze.workload.phaze_conventions import linear_gemms, weight_grad_gemms, with_phaze_conventions
+from phaze.config import model_job, study_spec, typed_config
 from tests.conftest import compose_cfg
 from tests.test_search_study import TINY_MODEL
 
@@ -40,7 +41,7 @@ def cache(tmp_path_factory):
 
 
 def workloads(cache, *overrides):
-    return load_workloads(compose_cfg(*TINY_LLAMA, f"cache_dir={cache}", *overrides))
+    return load_workloads(model_job(compose_cfg(*TINY_LLAMA, f"cache_dir={cache}", *overrides)))
 
 
 def layer(ws, mbs, part="layer"):
@@ -81,20 +82,20 @@ def test_linear_gemms_at_microbatch_1_are_the_mbs1_problems(cache):
 def test_gpt2_conv1d_blocks_keep_their_microbatch():
     """PHAZE costs GPT-2's Conv1D (2-D addmm over mbs x seq) right; only its nn.Linear LM head drops mbs."""
     cfg = compose_cfg(*TINY_MODEL, "compat.linear_mbs1=true")
-    compat, default = load_workloads(cfg), load_workloads(compose_cfg(*TINY_MODEL))
+    compat, default = load_workloads(model_job(cfg)), load_workloads(model_job(compose_cfg(*TINY_MODEL)))
     assert compat[2].part(1, "layer").fwd.ops.equals(default[2].part(1, "layer").fwd.ops)
     assert compat[2].part(1, "post").matmul_flops() == default[1].part(1, "post").matmul_flops()
 
 
 def test_compute_ms_makes_communication_1000x_lighter_against_compute():
     cfg = compose_cfg("compat.compute_ms=true")
-    default_net, compat_net = Network.from_cfg(cfg.cluster), network_for(cfg)
+    default_net, compat_net = Network.from_cfg(cfg.cluster), model_job(cfg).network
     nbytes, n = 1e9, 8
     ring_s = 2 * (n - 1) / n * nbytes / (4 * 1024**3)  # PHAZE's 4 GiB/s link
     assert default_net.allreduce_s(nbytes, n) == pytest.approx(ring_s, rel=1e-12)
     assert compat_net.allreduce_s(nbytes, n) == pytest.approx(ring_s / PHAZE_COMPUTE_PER_COMM_UNIT, rel=1e-12)
     assert compat_net.p2p_s(nbytes, False) == pytest.approx(default_net.p2p_s(nbytes, False) / PHAZE_COMPUTE_PER_COMM_UNIT, rel=1e-12)
-    ops = layer(load_workloads(compose_cfg(*TINY_LLAMA, "train.mbs=[1]")), 1).fwd.without_views().ops
+    ops = layer(load_workloads(model_job(compose_cfg(*TINY_LLAMA, "train.mbs=[1]"))), 1).fwd.without_views().ops
     point = enumerate_space(cfg.hw).head(1)
     compute = (ops.kind != "collective").to_numpy()
     a = op_latencies(ops, point, default_net, 1).parallel_s[:, 0]
@@ -139,8 +140,8 @@ def test_baseline_in_the_optimum_run_takes_its_hbm_mbs_and_recompute():
 def test_baseline_in_the_optimum_run_in_a_study(tmp_path):
     base = [*TINY_MODEL, "hw=tiny_grid", "model.expert.pp=2", "model.expert.dp=8", "search.storage=memory",
             "tracking.enabled=false", f"cache_dir={tmp_path}", f"schedule.cache_dir={tmp_path}/schedule"]
-    default = run_study(compose_cfg(*base), None, progress=False)
-    compat = run_study(compose_cfg(*base, "compat.baseline_in_optimum_run=true"), None, progress=False)
+    default = run_study(study_spec(compose_cfg(*base)), None, progress=False)
+    compat = run_study(study_spec(compose_cfg(*base, "compat.baseline_in_optimum_run=true")), None, progress=False)
     assert compat.best.throughput_seq_s == default.best.throughput_seq_s  # the search is untouched
     best, base_plan = compat.best.result.strategy, compat.baseline.result.strategy
     assert (base_plan.mbs, base_plan.recompute) == (best.mbs, best.recompute)
@@ -151,20 +152,19 @@ def test_baseline_in_the_optimum_run_in_a_study(tmp_path):
 def test_compat_none_reproduces_the_default_numbers(tmp_path):
     base = [*TINY_MODEL, "hw=tiny_grid", f"cache_dir={tmp_path}", "schedule.cache=false"]
     default, none = compose_cfg(*base), compose_cfg(*base, "compat=none")
-    assert compat_of(default) == compat_of(none) and not any(compat_of(default)[s] for s in ("compute_ms", "no_weight_grad"))
-    assert study_name(default) == study_name(none) != study_name(compose_cfg(*base, "compat=phaze"))
-    assert network_for(none) == Network.from_cfg(none.cluster)
-    w_default, w_none = load_workloads(default), load_workloads(none)
+    assert default.compat == none.compat and not any(default.compat[s] for s in ("compute_ms", "no_weight_grad"))
+    assert study_spec(default).name == study_spec(none).name != study_spec(compose_cfg(*base, "compat=phaze")).name
+    assert model_job(none).network == Network.from_cfg(none.cluster)
+    w_default, w_none = load_workloads(model_job(default)), load_workloads(model_job(none))
     for mbs, w in w_default.items():
-        assert with_phaze_conventions(w, compat_of(none), "gpt2") is w  # the very same tables
+        assert with_phaze_conventions(w, none.compat, "gpt2") is w  # the very same tables
         for shard, parts in w.graphs.items():
             for name, graph in parts.items():
                 other = w_none[mbs].graphs[shard][name]
                 assert graph.fwd.ops.equals(other.fwd.ops) and graph.bwd.ops.equals(other.bwd.ops)
                 assert graph.param_bytes == other.param_bytes and graph.saved_bytes == other.saved_bytes
     point = enumerate_space(default.hw).head(1)
-    assert evaluate_point(none, point).throughput_seq_s == evaluate_point(default, point).throughput_seq_s
-    assert compat_of(object()) == CompatCfg()
+    assert evaluate_point(model_job(none), point).throughput_seq_s == evaluate_point(model_job(default), point).throughput_seq_s
 
 
 def test_a_compat_layer_is_a_different_schedule_cache_entry(cache):
@@ -185,14 +185,14 @@ def test_the_search_keeps_only_runs_whose_expert_plan_fits(tmp_path):
     """PHAZE drops an (mbs, HBM, recompute) run whose fixed plan does not fit (§6.7): no fit, no space; room, all."""
     cfg = compose_cfg(*TINY_MODEL, "hw=tiny_grid", "model.expert.pp=2", "model.expert.dp=8", "compat.baseline_in_optimum_run=true",
                       f"cache_dir={tmp_path}", "schedule.cache=false")
-    ws = load_workloads(cfg)
+    ws = load_workloads(model_job(cfg))
     point = enumerate_space(cfg.hw).head(1)
-    net = network_for(cfg)
-    space = placement_space(cfg)
-    roomy = expert_run_spaces(cfg, placement_input(cfg, point.assign(hbm_gib=1024), ws, net), space)
+    net = model_job(cfg).network
+    space = placement_space(typed_config(cfg))
+    roomy = expert_run_spaces(cfg.compat, cfg.model.expert, placement_input(model_job(cfg), point.assign(hbm_gib=1024), ws, net), space)
     assert [(s.recompute, s.mbs) for s in roomy] == [(("none",), (1, 2)), (("full",), (1, 2))]
     tiny_hbm = point.assign(hbm_gib=1e-6)
-    assert expert_run_spaces(cfg, placement_input(cfg, tiny_hbm, ws, net), space) == []
-    assert evaluate_point(cfg, tiny_hbm, ws) is None
+    assert expert_run_spaces(cfg.compat, cfg.model.expert, placement_input(model_job(cfg), tiny_hbm, ws, net), space) == []
+    assert evaluate_point(model_job(cfg), tiny_hbm, ws) is None
     default = compose_cfg(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={tmp_path}")
-    assert expert_run_spaces(default, placement_input(default, tiny_hbm, ws, net), space) == [space]
+    assert expert_run_spaces(default.compat, default.model.expert, placement_input(model_job(default), tiny_hbm, ws, net), space) == [space]

@@ -13,6 +13,7 @@ import pytest
 
 from tests.test_search_study import TINY_MODEL
 
+
 JOBS = [
     [*TINY_MODEL, "hw=tiny_grid"],
     [*TINY_MODEL, "hw=tiny_grid", "train=megatron"],
@@ -26,7 +27,7 @@ SCRIPT = textwrap.dedent("""
     from phaze.kernels import start_warm_up
     from phaze.placement import dp, reconstruct
     from phaze.schedule import modes, sgs
-    from phaze.config import compose_config
+    from phaze.config import compose_config, model_job
     from phaze.hardware.space import enumerate_space
     from phaze.pipeline import evaluate_point
 
@@ -38,7 +39,7 @@ SCRIPT = textwrap.dedent("""
         for job in json.loads(sys.argv[1]):
             cfg = compose_config(*job, f"cache_dir={sys.argv[2]}")
             points = enumerate_space(cfg.hw)
-            evaluate_point(cfg, points.iloc[[len(points) - 1]])
+            evaluate_point(model_job(cfg), points.iloc[[len(points) - 1]])
         # a signature missing from Numba's cache is compiled here: one the warm-up did not reach
         compiled = {name: [str(s) for s in k.stats.cache_misses] for name, k in kernels.items() if k.stats.cache_misses}
         loaded = sum(len(k.stats.cache_hits) for k in kernels.values())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from phaze.evaluation import refine as pipeline
-from phaze.config import compose_config
+from phaze.config import compose_config, model_job
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import STOP_REL_TOL, LayerLatencies, layer_latencies, load_workloads, placer
@@ -38,9 +38,9 @@ def world(workload_cache):
     grid = enumerate_space(cfg.hw)
     point = grid[np.logical_and.reduce([grid[name] == value for name, value in CHIP.items()])].reset_index(drop=True)
     assert len(point) == 1
-    workloads, network = load_workloads(cfg), Network.from_cfg(cfg.cluster)
-    place = placer(cfg, point, workloads, network)
-    lazy = layer_latencies(cfg, point, workloads, network)
+    workloads, network = load_workloads(model_job(cfg)), Network.from_cfg(cfg.cluster)
+    place = placer(model_job(cfg), point, workloads, network)
+    lazy = layer_latencies(model_job(cfg), point, workloads, network)
     lazy.listed_bound(place)
     key = max(lazy.pending, key=lazy._pending_gap)
     return cfg, point, workloads, network, place, key, lazy.pending[key], lazy.cores
@@ -90,7 +90,7 @@ def test_a_refuted_layer_is_not_cached_and_an_unreached_stop_changes_nothing(wor
 
 def test_the_stop_is_the_least_makespan_that_settles_the_point(world):
     cfg, point, workloads, network, place, key, *_ = world
-    lazy = layer_latencies(cfg, point, workloads, network)
+    lazy = layer_latencies(model_job(cfg), point, workloads, network)
     lazy.listed_bound(place)
     vi, ti, part, direction = key
     field = lazy.values[part][f"{direction}_s"]
@@ -117,14 +117,14 @@ def test_searches_answer_as_they_would_with_milps_run_to_their_end(world, monkey
     split bound, with the stops alone, and with every MILP run to its end; without the split bound, which settles
     these cut-offs before any MILP, some cut-off is settled by a refuted MILP, and the split bound solves fewer MILPs."""
     cfg, point, workloads, network, place, *_ = world
-    value = throughput_of(layer_latencies(cfg, point, workloads, network).best(place)[0])
-    listed = throughput_of(layer_latencies(cfg, point, workloads, network).listed_bound(place))
+    value = throughput_of(layer_latencies(model_job(cfg), point, workloads, network).best(place)[0])
+    listed = throughput_of(layer_latencies(model_job(cfg), point, workloads, network).listed_bound(place))
     beats = np.linspace(0.97 * value, listed, 7)
 
     def verdicts():
         out = []
         for beat in beats:
-            lazy = layer_latencies(cfg, point, workloads, network)
+            lazy = layer_latencies(model_job(cfg), point, workloads, network)
             result, exact = lazy.best(place, beat)
             assert exact or throughput_of(result) <= beat  # pruned only when it cannot beat the cut-off
             out.append((exact, throughput_of(result) if exact else None, [m.status for m in lazy.milps]))
@@ -158,11 +158,11 @@ def test_a_value_to_beat_read_again_prunes_as_soon_as_it_arrives(world):
     answers as the number does, and one that arrives after the first step stops the evaluation with fewer MILPs than
     none at all."""
     cfg, point, workloads, network, place, *_ = world
-    full = layer_latencies(cfg, point, workloads, network)
+    full = layer_latencies(model_job(cfg), point, workloads, network)
     value = throughput_of(full.best(place)[0])
     beat = 1.001 * value
-    as_number = layer_latencies(cfg, point, workloads, network).best(place, beat)
-    as_callable = layer_latencies(cfg, point, workloads, network).best(place, lambda: beat)
+    as_number = layer_latencies(model_job(cfg), point, workloads, network).best(place, beat)
+    as_callable = layer_latencies(model_job(cfg), point, workloads, network).best(place, lambda: beat)
     assert as_number[1] == as_callable[1] is False and throughput_of(as_number[0]) == throughput_of(as_callable[0]) <= beat
     reads = []
 
@@ -170,7 +170,7 @@ def test_a_value_to_beat_read_again_prunes_as_soon_as_it_arrives(world):
         reads.append(1)
         return None if len(reads) <= 2 else beat
 
-    lazy = layer_latencies(cfg, point, workloads, network)
+    lazy = layer_latencies(model_job(cfg), point, workloads, network)
     result, exact = lazy.best(place, late)
     assert not exact and throughput_of(result) <= beat and len(reads) > 2
     assert len(lazy.milps) < len(full.milps)

@@ -14,6 +14,7 @@ from phaze.workload.experts import Routing, expert_param_bytes, expert_rows
 from phaze.workload.extract import EXPERT_FREE_PARTS, extract_uncached
 from phaze.workload.families import build_parts, count_params
 from phaze.workload.trace import part_graph
+from phaze.config import model_job
 from tests.conftest import compose_cfg
 
 H, F, E, K, VOCAB, SEQ, MBS = 64, 96, 4, 2, 256, 32, 2
@@ -138,8 +139,8 @@ def test_memory_per_device_with_and_without_expert_parallelism():
     mems, layers = {}, {}
     for ep in (1, 4):
         cfg = compose_cfg(*common, f"placement.ep={ep}")
-        workloads = load_workloads(cfg)
-        result = evaluate_point(cfg, enumerate_space(cfg.hw), workloads)
+        workloads = load_workloads(model_job(cfg))
+        result = evaluate_point(model_job(cfg), enumerate_space(cfg.hw), workloads)
         assert result.feasible and result.strategy.ep == ep
         mems[ep] = result.memory_per_device_bytes
         layers[ep] = workloads[1].part(1, "layer", ep=ep)
@@ -174,14 +175,14 @@ def test_search_picks_expert_parallelism_where_memory_needs_it():
               "train.mbs=1", "train.tp_widths=[1]", "train.recompute=none", "train.sp=[false]", "train.cp=[1]", "train.vp=[1]",
               "train.zero=[1]", "train.tp_comm_overlap=[false]"]
     cfg = compose_cfg(*common)
-    best = evaluate_point(cfg, enumerate_space(cfg.hw), load_workloads(cfg))
+    best = evaluate_point(model_job(cfg), enumerate_space(cfg.hw), load_workloads(model_job(cfg)))
     assert best.feasible and best.strategy.ep > 1
     fixed = []
     for ep in (1, 2, 4, 8):
         for pp in (1, 2, 4, 8):
             dp = 64 // pp
             cfg = compose_cfg(*common, f"placement.dp={dp}", f"placement.pp={pp}", "placement.tp=1", f"placement.ep={ep}")
-            result = evaluate_point(cfg, enumerate_space(cfg.hw), load_workloads(cfg))
+            result = evaluate_point(model_job(cfg), enumerate_space(cfg.hw), load_workloads(model_job(cfg)))
             fixed.append(result.throughput_seq_s if result.feasible else 0.0)
     assert 0 < max(fixed) <= best.throughput_seq_s * (1 + 1e-9)
 

@@ -12,6 +12,7 @@ from phaze.workload.extract import extract_uncached
 from phaze.workload.families import build_model, count_params
 from phaze.workload.model_rules import block_parts
 from phaze.workload.graph import DENSE
+from phaze.config import model_job
 from tests.conftest import compose_cfg
 
 # A tiny DeepSeek-V2: hidden H, N heads of MLA (non-rotary query/key width D, rotary R, value width DV, key/value
@@ -92,8 +93,8 @@ def test_chain_places_the_dense_block_first(tiny):
     """The workload's chain is pre, the dense block, the MoE blocks, post; the training FLOPs sum it part by part;
     the placement input repeats each block part's costs where the chain names it, so a stage holding the dense
     block holds its weights, not an MoE block's."""
-    from phaze.compat import network_for
-    from phaze.pipeline import PlacementSetup, part_latencies, placement_inputs, schedule_settings, tp_values_of, variants_of
+
+    from phaze.pipeline import PlacementSetup, part_latencies, placement_inputs, tp_values_of, variants_of
 
     assert tiny.chain == ("pre", DENSE, "layer", "layer", "post")
     g = tiny.graphs[next(iter(tiny.graphs))]
@@ -104,9 +105,9 @@ def test_chain_places_the_dense_block_first(tiny):
                       "train.tp_comm_overlap=[false]", "train.zero=[0]", "train.recompute=none")
     workloads = {MBS: tiny}
     point = enumerate_space(cfg.hw)
-    network = network_for(cfg)
-    latencies = part_latencies(workloads, point, network, schedule_settings(cfg), tp_values_of(workloads), variants_of(cfg), False)
-    inp = placement_inputs(cfg, point, workloads, network, PlacementSetup.of(cfg, workloads))(latencies)
+    network = model_job(cfg).network
+    latencies = part_latencies(workloads, point, network, model_job(cfg).execution.schedule, tp_values_of(workloads), variants_of(model_job(cfg)), False)
+    inp = placement_inputs(model_job(cfg), point, workloads, network, PlacementSetup.of(model_job(cfg), workloads))(latencies)
     vi, ti = inp.variant_index(MBS), inp.tp_index(1)
     dense, layer = tiny.part(1, DENSE), tiny.part(1, "layer")
     assert inp.param_bytes[vi, ti, 1] == dense.param_bytes and np.all(inp.param_bytes[vi, ti, 2:4] == layer.param_bytes)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from phaze.config import compose_config
+from phaze.config import compose_config, typed_config
 from phaze.config_check import check_config, check_fixed
 from phaze.config_values import ConfigError
 from phaze.plan_space import fixed_plans, options
@@ -28,10 +28,10 @@ def checked(*overrides):
 
 def test_unset_cp_vp_zero_of_a_full_cluster_plan_search_what_fits():
     cfg = checked(*FULL_512)
-    assert options(cfg, "cp") == [1]  # 128 x 4 x 1 x 2 = 1024 > 512
-    assert options(cfg, "vp") == [1, 2]  # 8 layers over pp x vp = 4 x 4 chunks do not split
-    assert options(cfg, "zero") == [0, 1, 2, 3]
-    plans = fixed_plans(cfg)
+    assert options(typed_config(cfg), "cp") == [1]  # 128 x 4 x 1 x 2 = 1024 > 512
+    assert options(typed_config(cfg), "vp") == [1, 2]  # 8 layers over pp x vp = 4 x 4 chunks do not split
+    assert options(typed_config(cfg), "zero") == [0, 1, 2, 3]
+    plans = fixed_plans(typed_config(cfg))
     # zero 4 x (sp, tp_comm_overlap) in {(false, false), (true, false), (true, true)} x vp 2
     assert len(plans) == 4 * 3 * 2
     assert {(p["dp"], p["pp"], p["tp"], p["cp"], p["mbs"], p["recompute"]) for p in plans} == {(128, 4, 1, 1, 1, "selective")}
@@ -41,8 +41,8 @@ def test_unset_cp_vp_zero_of_a_full_cluster_plan_search_what_fits():
 
 def test_unset_vp_of_a_one_stage_plan_is_1():
     cfg = checked("placement.tp=1", "placement.pp=1", "placement.dp=512")
-    assert options(cfg, "vp") == [1]
-    assert {p["vp"] for p in fixed_plans(cfg)} == {1}
+    assert options(typed_config(cfg), "vp") == [1]
+    assert {p["vp"] for p in fixed_plans(typed_config(cfg))} == {1}
 
 
 def test_set_fields_are_still_checked_as_set():
@@ -63,7 +63,7 @@ def test_no_fitting_value_is_refused_naming_the_field_and_the_values_tried():
 
 def test_unset_microbatch_sizes_keep_those_giving_every_replica_a_sequence():
     cfg = checked("placement.tp=1", "placement.pp=1", "placement.dp=512", "train.mbs=[1,2,4]", "train.recompute=[none,full]")
-    plans = fixed_plans(cfg)
+    plans = fixed_plans(typed_config(cfg))
     assert {(p["mbs"], p["recompute"]) for p in plans} == {(1, "none"), (1, "full"), (2, "none"), (2, "full")}  # 512 x 4 > 1024
 
 
@@ -98,5 +98,5 @@ def test_a_one_stage_plan_with_vp_unset_evaluates(tmp_path):
 @pytest.mark.parametrize("layers, vp", [([1, 3, 3, 1], 1), ([1] * 8, 2)])
 def test_an_uneven_layer_split_picks_the_vp_it_lists_chunks_for(layers, vp):
     cfg = checked(*FULL_512, f"placement.layers_per_stage=[{','.join(map(str, layers))}]")
-    assert {p["vp"] for p in fixed_plans(cfg)} == {vp}
-    assert {tuple(p["layers_per_stage"]) for p in fixed_plans(cfg)} == {tuple(layers)}
+    assert {p["vp"] for p in fixed_plans(typed_config(cfg))} == {vp}
+    assert {tuple(p["layers_per_stage"]) for p in fixed_plans(typed_config(cfg))} == {tuple(layers)}

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from phaze.config import compose_config
+from phaze.config import compose_config, model_job, study_spec
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import layer_latencies, load_workloads, placer, variant_graph
@@ -27,7 +27,7 @@ def setup(tmp_path_factory):
     cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={cache}", "schedule.cache=false")
     points = enumerate_space(cfg.hw)
     pick = np.random.default_rng(0).choice(len(points), POINTS, replace=False)
-    return cfg, load_workloads(cfg), Network.from_cfg(cfg.cluster), [points.iloc[[int(i)]].reset_index(drop=True) for i in pick]
+    return cfg, load_workloads(model_job(cfg)), Network.from_cfg(cfg.cluster), [points.iloc[[int(i)]].reset_index(drop=True) for i in pick]
 
 
 @pytest.mark.parametrize("mode_search", [False, True])
@@ -38,11 +38,11 @@ def test_on_demand_equals_every_layer_scheduled(setup, mode_search):
                          f"schedule.mode_search={str(mode_search).lower()}")
     solved_on_demand = solved_all = 0
     for point in points:
-        place = placer(cfg, point, workloads, network)
-        lazy = layer_latencies(cfg, point, workloads, network)
+        place = placer(model_job(cfg), point, workloads, network)
+        lazy = layer_latencies(model_job(cfg), point, workloads, network)
         bounds = {p: {f: a.copy() for f, a in fields.items()} for p, fields in lazy.values.items()}
         result, exact = lazy.best(place)
-        full = layer_latencies(cfg, point, workloads, network)
+        full = layer_latencies(model_job(cfg), point, workloads, network)
         reference = place(full.solve_all())
         assert exact
         assert result.throughput_seq_s == pytest.approx(reference.throughput_seq_s, rel=1e-12)
@@ -65,7 +65,7 @@ def test_bounds_chain_down_to_the_value(setup, tmp_path, placement):
     """work bound >= placement bound (HBM-sibling shortcut included) >= schedule bound >= throughput, on every
     tiny_grid point, with the placement searched or the expert one held fixed."""
     cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={setup[0].cache_dir}", f"schedule.cache_dir={tmp_path}", *placement)
-    ev = SpaceEvaluator(cfg)
+    ev = SpaceEvaluator(study_spec(cfg))
     assert ev.points.hbm_gib.nunique() > 1
     for i in range(len(ev)):
         value = ev.evaluate(i).throughput_seq_s
@@ -81,7 +81,7 @@ def test_kept_placements_answer_as_the_dp_would(setup, tmp_path):
     """ModelEvaluator.placer answers a question on latencies it has placed before from the kept answers (no DP) exactly as
     the DP does: with no cut-off, with cut-offs the optimum beats or misses, and after a cut-off nothing beat."""
     cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={setup[0].cache_dir}", f"schedule.cache_dir={tmp_path}")
-    ev = SpaceEvaluator(cfg)
+    ev = SpaceEvaluator(study_spec(cfg))
     model = ev.models[0]
     derived = 0
     for i in np.random.default_rng(1).choice(len(ev), 6, replace=False).tolist():
@@ -140,14 +140,14 @@ def test_stopping_at_beat_is_a_true_bound(setup):
     cfg, workloads, network, points = setup
     stopped = 0
     for point in points:
-        place = placer(cfg, point, workloads, network)
-        value = layer_latencies(cfg, point, workloads, network).best(place)[0].throughput_seq_s
-        high, exact = layer_latencies(cfg, point, workloads, network).best(place, beat=value * 1.05)
+        place = placer(model_job(cfg), point, workloads, network)
+        value = layer_latencies(model_job(cfg), point, workloads, network).best(place)[0].throughput_seq_s
+        high, exact = layer_latencies(model_job(cfg), point, workloads, network).best(place, beat=value * 1.05)
         assert high.throughput_seq_s * (1 + 1e-12) >= value
         if not exact:
             assert high.throughput_seq_s <= value * 1.05
             stopped += 1
-        low, exact = layer_latencies(cfg, point, workloads, network).best(place, beat=value * 0.95)
+        low, exact = layer_latencies(model_job(cfg), point, workloads, network).best(place, beat=value * 0.95)
         assert exact and low.throughput_seq_s == pytest.approx(value, rel=1e-12)
     assert stopped > 0
 
@@ -158,9 +158,9 @@ def test_twin_entries_are_scheduled_once(tmp_path):
     (schedule.mip_gap=0 sends every list schedule that is not provably optimal to the MILP)."""
     cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={tmp_path}", "schedule.cache=false", "train.sp=[false,true]",
                          "schedule.mip_gap=0")
-    workloads, network = load_workloads(cfg), Network.from_cfg(cfg.cluster)
+    workloads, network = load_workloads(model_job(cfg)), Network.from_cfg(cfg.cluster)
     point = enumerate_space(cfg.hw).iloc[[0]].reset_index(drop=True)
-    lazy = layer_latencies(cfg, point, workloads, network)
+    lazy = layer_latencies(model_job(cfg), point, workloads, network)
     off = next(i for i, v in enumerate(lazy.variants) if not v.sp)
     on = lazy.variants.index(replace(lazy.variants[off], sp=True))
     width = lazy.tp_values.index(1)

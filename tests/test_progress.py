@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from phaze.config import compose_config
+from phaze.config import compose_config, study_spec
 from phaze.search import progress
 from phaze.search.bound_clock import PLACEMENT
 from phaze.search.progress import PLAIN_INTERVAL_S, Ahead, Costs, RateMeter, StudyProgress, kinds_ahead, terminal_shape, time_left_s
@@ -209,8 +209,8 @@ def test_line_before_a_value_to_beat_counts_the_evaluations_left():
 def test_known_bounds_are_known_bound_of_every_point(tmp_path):
     """The progress's vectorised read equals the study's own one point at a time, after a study has found bounds."""
     cache = tmp_path / "cache"
-    out = run_study(compose_config(*TINY_MODEL, "hw=tiny_grid", "hw.inter_op_parallel=false", f"cache_dir={cache}",
-                                   f"schedule.cache_dir={cache}/schedule", "search.storage=memory", "tracking.enabled=false"),
+    out = run_study(study_spec(compose_config(*TINY_MODEL, "hw=tiny_grid", "hw.inter_op_parallel=false", f"cache_dir={cache}",
+                                   f"schedule.cache_dir={cache}/schedule", "search.storage=memory", "tracking.enabled=false")),
                     progress=False)
     ev, points = out.evaluator, np.arange(len(out.evaluator))
     one_by_one = np.array([ev.known_bound(int(i)) for i in points])

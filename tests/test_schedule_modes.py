@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from phaze.cost.latency import op_latencies
 from phaze.cost.network import Network
 from phaze.hardware.space import enumerate_space
-from phaze.pipeline import schedule_settings
+from phaze.config import typed_config
+from phaze.inputs import execution_model
 from phaze.schedule import LayerSchedule, Prepared, prepare_layer, schedule_layer
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.checker import check_times
@@ -145,7 +146,7 @@ def test_a_prepared_layer_is_scheduled_as_from_scratch(workload_cache):
 
 
 def test_the_training_preset_decides_a_null_mode_search():
-    assert schedule_settings(compose_cfg("train=phaze")).mode_search is False
-    assert schedule_settings(compose_cfg("train=megatron")).mode_search is True
-    assert schedule_settings(compose_cfg("train=phaze", "schedule.mode_search=true")).mode_search is True
-    assert schedule_settings(compose_cfg("train=megatron", "schedule.mode_search=false")).mode_search is False
+    assert execution_model(typed_config(compose_cfg("train=phaze"))).schedule.mode_search is False
+    assert execution_model(typed_config(compose_cfg("train=megatron"))).schedule.mode_search is True
+    assert execution_model(typed_config(compose_cfg("train=phaze", "schedule.mode_search=true"))).schedule.mode_search is True
+    assert execution_model(typed_config(compose_cfg("train=megatron", "schedule.mode_search=false"))).schedule.mode_search is False

@@ -5,12 +5,12 @@ exposed time of 0 may come out as 1e-21 s); points differing only in HBM capacit
 import numpy as np
 import pytest
 
-from phaze.compat import network_for
 from phaze.pipeline import LATENCY_FIELDS, load_workloads, tp_values_of, variant_graph, variants_of
 from phaze.schedule.streams import StreamOptions
 from phaze.search.bounds import direction_lower_bounds, lower_bound_latencies, work_bound_throughput
 from phaze.search.evaluator import point_table
 from phaze.workload.graph import PARTS
+from phaze.config import model_job
 from tests.conftest import compose_cfg
 from tests.test_moe import TINY_MOE
 
@@ -46,7 +46,7 @@ def test_bounds_per_signature_equal_the_bounds_point_by_point(workload_cache, in
     cfg = compose_cfg(*OVERRIDES, f"hw.inter_op_parallel={str(inter_op_parallel).lower()}", f"cache_dir={workload_cache}")
     points = point_table(cfg.hw)
     points = points[points.n_tc == points.n_tc.max()].reset_index(drop=True)  # a few chips, each with both HBM capacities
-    network, workloads, variants = network_for(cfg), load_workloads(cfg), variants_of(cfg)
+    network, workloads, variants = model_job(cfg).network, load_workloads(model_job(cfg)), variants_of(model_job(cfg))
     bounds = lower_bound_latencies(workloads, points, network, inter_op_parallel, variants, True, 0.1)
     assert len(np.unique(bounds.signature_of)) == len(points) // 2  # the two HBM capacities share one column
     expected = point_by_point(workloads, points, network, inter_op_parallel, variants, 0.1)
@@ -64,7 +64,7 @@ def test_bounds_per_signature_equal_the_bounds_point_by_point(workload_cache, in
 def test_bounds_on_several_threads_equal_the_bounds_on_one(workload_cache):
     """The distinct graphs bounded on threads at once: every array bit for bit what one thread computes."""
     cfg = compose_cfg(*OVERRIDES, f"cache_dir={workload_cache}")
-    points, network, workloads, variants = point_table(cfg.hw), network_for(cfg), load_workloads(cfg), variants_of(cfg)
+    points, network, workloads, variants = point_table(cfg.hw), model_job(cfg).network, load_workloads(model_job(cfg)), variants_of(model_job(cfg))
     one, three = (lower_bound_latencies(workloads, points, network, True, variants, True, 0.1, threads=n) for n in (1, 3))
     np.testing.assert_array_equal(one.signature_of, three.signature_of)
     for part in PARTS:

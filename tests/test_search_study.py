@@ -7,7 +7,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from phaze.config import compose_config
+from phaze.config import compose_config, model_job, study_spec
 from phaze.cores import usable_cores
 from phaze.cost.chip import COST_COLUMNS
 from phaze.hardware import enumerate_space
@@ -17,7 +17,7 @@ from phaze.search import run_study, trials_frame
 from phaze.search.evaluator import MORE_IS_FASTER, SpaceEvaluator
 from phaze.search.pareto import COSTS, exact_front, known_values, recorder
 from phaze.search.claims import PASSED_OVER, claims_for
-from phaze.search.study import baseline_beside, baselines, progress_total, storage_url, study_name, tracker_for
+from phaze.search.study import baseline_beside, baselines, progress_total, storage_url, tracker_for
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def base(tmp_path_factory):
 
 
 def study(base, *overrides):
-    return run_study(compose_config(*base, *overrides), progress=False)
+    return run_study(study_spec(compose_config(*base, *overrides)), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_a_relative_gap_proves_the_best_within_it(base, exhaustive, sampler):
     assert (exhaustive.loc[undecided].to_numpy() <= best * 1.2 * (1 + 1e-12)).all()
     if sampler == "grid":
         assert loose.n_full_evals < study(base, "search=grid").n_full_evals
-    assert study_name(compose_config(*base, "search.rel_gap=0.2")) != study_name(compose_config(*base))
+    assert study_spec(compose_config(*base, "search.rel_gap=0.2")).name != study_spec(compose_config(*base)).name
 
 
 def test_bounds_are_true_bounds(base, exhaustive):
@@ -112,8 +112,8 @@ def test_bounds_are_true_bounds(base, exhaustive):
 def test_study_logs_one_child_per_trial(base, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose_config(*base, "search=tpe", "search.n_trials=25", "tracking.enabled=true", f"tracking.uri={uri}")
-    tracker = tracker_for(cfg)
-    out = run_study(cfg, tracker, progress=False)
+    tracker = tracker_for(study_spec(cfg))
+    out = run_study(study_spec(cfg), tracker, progress=False)
     tracker.finish({"n_trials": out.n_trials})
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=[cfg.tracking.experiment], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")
@@ -132,8 +132,8 @@ def test_local_workers_share_the_study(base, exhaustive, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose_config(*base, "search=grid", "search.n_workers=2", f"search.storage=sqlite:///{tmp_path / 'studies.db'}",
                          "tracking.enabled=true", f"tracking.uri={uri}")
-    tracker = tracker_for(cfg)
-    out = run_study(cfg, tracker, progress=False)
+    tracker = tracker_for(study_spec(cfg))
+    out = run_study(study_spec(cfg), tracker, progress=False)
     df = trials_frame(out)
     finished = df[df.state.isin(["COMPLETE", "PRUNED"])]
     assert sorted(finished.point) == list(range(len(out.evaluator)))  # each point once across the workers
@@ -149,10 +149,10 @@ def test_local_workers_share_the_branch_and_bound_walk(base, exhaustive, tmp_pat
     """search=bound with two workers: the exhaustive best; a point is passed over by one worker only (its claim kept as
     PASSED_OVER, never also a trial's), and every point passed over or never proposed is no better than the best."""
     cfg = compose_config(*base, "search=bound", "search.n_workers=2", f"search.storage=sqlite:///{tmp_path / 'studies.db'}")
-    out = run_study(cfg, progress=False)
+    out = run_study(study_spec(cfg), progress=False)
     best = out.best.throughput_seq_s
     assert best == pytest.approx(exhaustive.max(), rel=1e-12)
-    owners = claims_for(storage_url(cfg), study_name(cfg)).owners_by_point()
+    owners = claims_for(storage_url(cfg.search), study_spec(cfg).name).owners_by_point()
     df = trials_frame(out)
     trial_points = set(df.point.dropna().astype(int))
     passed = {p for p, owner in owners.items() if owner == PASSED_OVER}
@@ -237,7 +237,7 @@ def test_the_baseline_computed_beside_the_study_is_the_launchers(base):
     """run_study has a process beside the study compute the baseline chip: the same placement and time as this process
     computes on the same evaluator (the TPUv4-like chip with the expert placement)."""
     out = study(base, "model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1")
-    assert baseline_beside(out.evaluator.cfg) == (usable_cores() > 1)
+    assert baseline_beside(out.evaluator.spec) == (usable_cores() > 1)
     here, searched = baselines(out.evaluator)
     assert searched is None and out.baseline_searched is None
     assert out.baseline.result.time_per_batch_s == here.result.time_per_batch_s
@@ -257,7 +257,7 @@ def test_with_a_worker_per_core_the_last_worker_computes_the_baseline(base, tmp_
         raise AssertionError("the launcher computed the baseline")
 
     monkeypatch.setattr(SpaceEvaluator, "baseline", not_here)  # this process only: the worker imports the real one
-    out = run_study(cfg, progress=False)
+    out = run_study(study_spec(cfg), progress=False)
     monkeypatch.undo()
     here, searched = baselines(out.evaluator)
     assert searched is None and out.baseline_searched is None
@@ -279,7 +279,7 @@ def test_a_preset_baseline_is_the_preset_evaluated_alone(base):
     and with its searched one, exactly as phaze.pipeline.evaluate_point gives them on the preset itself."""
     expert = ["model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1"]
     out = study(base, *expert, "hw.baseline=tpuv4_modern")
-    searched = evaluate_point(compose_config(*base, *expert, "hw=tpuv4_modern"), enumerate_space(compose_config("hw=tpuv4_modern").hw))
+    searched = evaluate_point(model_job(compose_config(*base, *expert, "hw=tpuv4_modern")), enumerate_space(compose_config("hw=tpuv4_modern").hw))
     assert out.baseline_searched.result.throughput_seq_s == pytest.approx(searched.throughput_seq_s, rel=1e-12)
     assert out.baseline.result.throughput_seq_s <= searched.throughput_seq_s * (1 + 1e-12)
     assert (out.baseline.result.strategy.dp, out.baseline.result.strategy.pp) == (8, 2)
@@ -292,18 +292,18 @@ def test_the_progress_total_is_what_the_bound_order_visits(base):
     """The bar of a branch-and-bound study counts to the points whose work bound beats the best value: the order visits
     exactly those (each claimed by a trial or passed over), then the next one stops the study."""
     out = study(base, "search=bound")
-    total = progress_total(out.evaluator.cfg, out.evaluator, out.best.throughput_seq_s)
+    total = progress_total(out.evaluator.spec.search, out.evaluator, out.best.throughput_seq_s)
     assert total == int(np.count_nonzero(out.evaluator.work_bound > out.best.throughput_seq_s))
     assert 0 < total < len(out.evaluator)
     assert out.study.sampler.cursor == total + 1
-    assert progress_total(out.evaluator.cfg, out.evaluator, None) == len(out.evaluator)
+    assert progress_total(out.evaluator.spec.search, out.evaluator, None) == len(out.evaluator)
 
 
 @pytest.mark.parametrize("cost", COSTS)
 def test_the_exact_front_is_the_exhaustive_grids_front(base, exhaustive, cost):
     """search=pareto on tiny_grid: the front of throughput against area (and TDP) found by branch and bound is the
     front of every point fully evaluated, with far fewer evaluations; a resumed run evaluates nothing again."""
-    ev = SpaceEvaluator(compose_config(*base))
+    ev = SpaceEvaluator(study_spec(compose_config(*base)))
     values = exhaustive.sort_index().to_numpy()
     costs = ev.points[cost].to_numpy()
     expected, best = [], 0.0

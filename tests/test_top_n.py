@@ -5,11 +5,11 @@ import numpy as np
 import optuna
 import pytest
 
-from phaze.config import compose_config, preset_hw
+from phaze.config import compose_config, preset_hw, study_spec
 from phaze.hardware import enumerate_space
 from phaze.report.study import MISSING, display_table, final_table, headline, study_summary, top_table
 from phaze.search import run_study, trials_frame
-from phaze.search.study import POINT_PARAM, progress_total, study_name, top_trials, value_to_beat
+from phaze.search.study import POINT_PARAM, progress_total, top_trials, value_to_beat
 from tests.test_search_study import TINY_MODEL
 
 REL = 1e-9
@@ -45,7 +45,7 @@ def base(tmp_path_factory):
 
 
 def study(base, *overrides):
-    return run_study(compose_config(*base, *overrides), progress=False)
+    return run_study(study_spec(compose_config(*base, *overrides)), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_branch_and_bound_finds_the_grids_top_n(base, exhaustive, n):
     ev = out.evaluator
     above = np.flatnonzero(ev.work_bound > nth)
     assert out.n_skipped == len(set(above.tolist()) & set(unvisited))
-    assert progress_total(ev.cfg, ev, nth) == len(above) and out.study.sampler.cursor == len(above) + 1
+    assert progress_total(ev.spec.search, ev, nth) == len(above) and out.study.sampler.cursor == len(above) + 1
 
 
 @pytest.mark.slow
@@ -100,7 +100,7 @@ def test_more_designs_cost_more_evaluations_and_only_the_top_n_study_is_resumed_
     a study pruned against its best cannot be resumed as a top-5 one."""
     one, five = study(base, "search=bound", "search.top_n=1"), study(base, "search=bound", "search.top_n=5")
     assert one.n_full_evals < five.n_full_evals
-    assert study_name(compose_config(*base, "search.top_n=1")) != study_name(compose_config(*base, "search.top_n=5"))
+    assert study_spec(compose_config(*base, "search.top_n=1")).name != study_spec(compose_config(*base, "search.top_n=5")).name
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from phaze.config import compose_config
+from phaze.config import compose_config, study_spec
 from phaze.report.study import scatter_figure
 from phaze.search import run_study
 from phaze.search.study import tracker_for
@@ -94,8 +94,8 @@ def test_every_child_run_says_what_its_numbers_are(tmp_path):
     cfg = compose_config(*TINY_MODEL, *HUGE_VOCAB, "hw=tiny_grid", "hw.inter_op_parallel=false", "search=grid", "search.storage=memory",
                          f"cache_dir={tmp_path / 'cache'}", f"schedule.cache_dir={tmp_path / 'cache' / 'schedule'}", "tracking.enabled=true",
                          f"tracking.uri={uri}")
-    tracker = tracker_for(cfg)
-    out = run_study(cfg, tracker, progress=False)
+    tracker = tracker_for(study_spec(cfg))
+    out = run_study(study_spec(cfg), tracker, progress=False)
     tracker.finish({"n_trials": out.n_trials})
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_ids=[tracker.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{tracker.parent_id}'")

@@ -12,7 +12,7 @@ import time
 import pytest
 from threadpoolctl import threadpool_info
 
-from phaze.config import compose_config
+from phaze.config import compose_config, study_spec
 from phaze.cores import usable_cores
 from phaze.search.evaluator import SpaceEvaluator
 from phaze.search.workers import SideJob, WorkerPool, blas_threads
@@ -125,7 +125,7 @@ def test_a_worker_evaluates_points_without_torch(tmp_path):
     neither torch nor transformers, only tracing a model does: a worker starts in ~1 s instead of ~4 (docs/scaling.md).
     The points' values are those the launcher computes."""
     cfg = compose_config(*TINY_MODEL, "hw=tiny_grid", f"cache_dir={tmp_path}", f"schedule.cache_dir={tmp_path / 'schedule'}")
-    evaluator = SpaceEvaluator(cfg)
+    evaluator = SpaceEvaluator(study_spec(cfg))
     path = tmp_path / "evaluator.pkl"
     path.write_bytes(pickle.dumps(evaluator))
     n = 3

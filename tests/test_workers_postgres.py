@@ -14,7 +14,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from phaze.config import compose_config
+from phaze.config import compose_config, study_spec
 from phaze.search import run_study
 from phaze.search.claims import DatabaseClaims
 from tests.conftest import need_executable
@@ -75,7 +75,7 @@ def postgres():
 def test_two_workers_share_one_postgres_study(postgres, tmp_path, workload_cache):
     cache = [f"cache_dir={workload_cache}", f"schedule.cache_dir={workload_cache}/schedule"]
     storage, tracking = postgres("optuna"), postgres("mlflow")
-    one = run_study(compose_config(*TINY_MODEL, *GRID, *cache, "search.storage=memory", "tracking.enabled=false"), progress=False)
+    one = run_study(study_spec(compose_config(*TINY_MODEL, *GRID, *cache, "search.storage=memory", "tracking.enabled=false")), progress=False)
 
     # created once before the workers start, as docs/scaling.md says (two processes creating the schemas at once fail)
     optuna.create_study(study_name="shared", storage=storage, direction="maximize")

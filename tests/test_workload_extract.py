@@ -14,6 +14,7 @@ from phaze.workload.extract import extract_jobs, extract_workload, workload_job
 from phaze.workload.families import build_parts
 from phaze.workload.graph import OpGraph
 from phaze.workload.trace import part_graph
+from phaze.config import model_job
 from tests.conftest import compose_cfg
 from tests.test_search_study import TINY_MODEL
 
@@ -190,7 +191,7 @@ def test_summaries_trace_what_the_search_reads(tmp_path, monkeypatch):
     assert list(summaries) == [cfg.model.name]
     assert summaries[cfg.model.name].params == pytest.approx(2 * 12 * hidden**2 + (vocab + seq) * hidden, rel=0.01)
     monkeypatch.setattr(extract_mod, "extract_uncached", lambda *a, **k: pytest.fail("the search traced a workload again"))
-    assert sorted(load_workloads(cfg)) == [1, 2]
+    assert sorted(load_workloads(model_job(cfg))) == [1, 2]
 
 
 def test_without_views_keeps_dependencies():

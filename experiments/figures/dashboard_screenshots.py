@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from experiments.harness import ROOT
+from phaze.config import study_spec
 from phaze.tracking.dashboard import (EMPTY_COLUMNS, THROUGHPUT_COLUMN, THROUGHPUT_WIDEN_PX, TINY_MODEL, Dashboard, chromium, mlflow_ui,
                                       run_cli_studies, screenshot)
 
@@ -38,8 +39,8 @@ def run_tracked_study(overrides: list[str], uri: str, cache: Path):
     from phaze.search.study import tracker_for
 
     cfg = compose_config(*overrides, f"cache_dir={cache}", f"schedule.cache_dir={cache / 'schedule'}", "tracking.enabled=true", f"tracking.uri={uri}")
-    tracker = tracker_for(cfg)
-    out = run_study(cfg, tracker, progress=False)
+    tracker = tracker_for(study_spec(cfg))
+    out = run_study(study_spec(cfg), tracker, progress=False)
     tracker.finish({"n_trials": out.n_trials})
     return tracker
 

@@ -24,6 +24,7 @@ from experiments.harness import RESULTS, command_line, fresh_config, write_resul
 from experiments.paper.exact_studies import ALL_MODELS, PAPER_AVERAGE_SPEEDUP, arch_of, plan_of
 from phaze.search.evaluator import throughput_of
 from phaze.search.study import finished, run_study
+from phaze.config import study_spec
 
 
 OPTIMA = RESULTS / "paper_comparison.csv"
@@ -37,7 +38,7 @@ def common_study(models: list[str], overrides: list[str], timeout_s: float):
     with fresh_config(f"model=[{','.join(models)}]", "hw=phaze_grid", *overrides, "search=bound", "search.model_caps=false",
                       f"search.timeout_s={timeout_s}") as cfg:
         start = time.perf_counter()
-        outcome = run_study(cfg, progress=True)
+        outcome = run_study(study_spec(cfg), progress=True)
         return outcome, time.perf_counter() - start
 
 

@@ -3,7 +3,7 @@ a study's best chip and plan are written in their tables."""
 
 from __future__ import annotations
 
-from phaze.config import CONF_DIR, compose_config
+from phaze.config import CONF_DIR, compose_config, study_spec
 from phaze.search.study import run_study, tracker_for
 
 PAPER_AVERAGE_SPEEDUP = 2.9
@@ -16,8 +16,8 @@ ALL_MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if "num_
 def search(overrides: list[str], storage: str):
     """Run (or resume) one exact study and log it to MLflow; returns its outcome."""
     cfg = compose_config(*overrides, "search=bound", f"search.storage={storage}", f"tracking.experiment={EXPERIMENT}")
-    tracker = tracker_for(cfg)
-    outcome = run_study(cfg, tracker, progress=False)
+    tracker = tracker_for(study_spec(cfg))
+    outcome = run_study(study_spec(cfg), tracker, progress=False)
     if tracker is not None:
         tracker.finish(metrics={"best.throughput_seq_s": outcome.best.throughput_seq_s if outcome.best else None,
                                 "baseline.throughput_seq_s": outcome.baseline.throughput_seq_s,

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from experiments.harness import append_result, command_line
-from phaze.config import compose_config
+from phaze.config import compose_config, study_spec
 from phaze.hardware.space import AXES
 from phaze.search.study import run_study
 from phaze.workload.families import count_params
@@ -36,7 +36,7 @@ def optimum(model: str, train: str, overrides: list[str]) -> dict:
     cfg = compose_config(f"model={model}", f"train={train}", "hw=phaze_grid", "train.attention=flash", *overrides, "search=bound",
                          "search.storage=memory", "tracking.enabled=false")
     start = time.perf_counter()
-    out = run_study(cfg, progress=False)
+    out = run_study(study_spec(cfg), progress=False)
     wall_s = time.perf_counter() - start
     total, active = count_params(cfg.model)
     row = out.evaluator.points.iloc[out.best_index]

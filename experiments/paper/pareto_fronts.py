@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.harness import RESULTS, command_line, write_result  # noqa: E402
-from phaze.config import compose_config  # noqa: E402
+from phaze.config import compose_config, study_spec  # noqa: E402
 from phaze.search.pareto import exact_fronts  # noqa: E402
 from phaze.search.study import run_study, trials_frame  # noqa: E402
 
@@ -49,8 +49,8 @@ def hypervolume(area: np.ndarray, throughput: np.ndarray, area_ref: float) -> fl
 def nsga_front(overrides: list[str], storage: str, budget_s: float) -> tuple[pd.DataFrame, float, int]:
     """NSGA-II's front after `budget_s` of wall time, bounds included: (front, wall s, completed trials)."""
     start = time.perf_counter()
-    out = run_study(compose_config(*overrides, "search=nsga2", f"search.n_trials={NSGA_TRIAL_CAP}", f"search.timeout_s={budget_s}",
-                                   f"search.storage={storage}", "tracking.enabled=false"), progress=False)
+    out = run_study(study_spec(compose_config(*overrides, "search=nsga2", f"search.n_trials={NSGA_TRIAL_CAP}", f"search.timeout_s={budget_s}",
+                                   f"search.storage={storage}", "tracking.enabled=false")), progress=False)
     done = trials_frame(out)
     done = done[done.state == "COMPLETE"]
     front = done.iloc[nondominated(done.area_mm2.to_numpy(), done.value.to_numpy())]
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--storage", default=f"sqlite:///{RESULTS / 'pareto_fronts_studies.db'}")
     args = parser.parse_args()
     base = [f"model={args.model}", *args.overrides]
-    ev, fronts = exact_fronts(compose_config(*base, "search=pareto", f"search.storage={args.storage}", "tracking.enabled=false"),
+    ev, fronts = exact_fronts(study_spec(compose_config(*base, "search=pareto", f"search.storage={args.storage}", "tracking.enabled=false")),
                               progress=False)
     area_front = fronts[0]
     nsga, nsga_s, nsga_trials = nsga_front(base, args.storage, area_front.wall_s)

@@ -45,7 +45,7 @@ def main() -> None:
     budget = [f"model={args.model}", *args.overrides, f"hw.area_budget_mm2={args.area_mm2}", f"hw.power_budget_w={args.power_w}"]
     outcomes = [search([*budget, f"search.objective={o}"], args.storage) for o in OBJECTIVES]
     rows = [row(o, out) for o, out in zip(OBJECTIVES, outcomes)]
-    cfg = outcomes[0].evaluator.cfg
+    cfg = outcomes[0].evaluator.spec
     df = pd.DataFrame(rows)
     text = "\n".join([
         "# Throughput vs throughput per TDP watt under a budget",

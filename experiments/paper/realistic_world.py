@@ -21,7 +21,7 @@ import pandas as pd
 
 from experiments.harness import RESULTS, command_line, write_result
 from experiments.paper.exact_studies import plan_of
-from phaze.config import compose_config, preset_hw
+from phaze.config import compose_config, preset_hw, study_spec
 from phaze.hardware import enumerate_space
 from phaze.hardware.published import PUBLISHED
 from phaze.search.evaluator import throughput_of
@@ -39,8 +39,8 @@ def study(overrides: list[str], storage: str):
     """Run (or resume) one exact study of the modern space and log it to MLflow."""
     cfg = compose_config(*overrides, "hw=modern_grid", "train=megatron", "search=bound", f"search.storage={storage}",
                          f"tracking.experiment={EXPERIMENT}")
-    tracker = tracker_for(cfg)
-    outcome = run_study(cfg, tracker, progress=False)
+    tracker = tracker_for(study_spec(cfg))
+    outcome = run_study(study_spec(cfg), tracker, progress=False)
     if tracker is not None:
         tracker.finish(metrics={"best.throughput_seq_s": outcome.best.throughput_seq_s, "speedup_vs_baseline": outcome.speedup,
                                 "speedup_vs_baseline_searched": outcome.speedup_searched, "wall_s": outcome.wall_s})

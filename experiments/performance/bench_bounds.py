@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from experiments.harness import command_line, commit, fresh_config, write_result
-from phaze.compat import network_for
 from phaze.cores import usable_cores
 from phaze.pipeline import load_workloads, variants_of
 from phaze.search.bounds import lower_bound_latencies
 from phaze.search.evaluator import point_table
+from phaze.config import model_job
 
 
 def timed(compute) -> tuple[float, object]:
@@ -34,7 +34,7 @@ def timed(compute) -> tuple[float, object]:
 
 def bench(model: str, preset: str, repeats: int) -> dict:
     with fresh_config(f"model={model}", f"train={preset}", "hw=phaze_grid") as cfg:
-        workloads, points, network, variants = load_workloads(cfg), point_table(cfg.hw), network_for(cfg), variants_of(cfg)
+        workloads, points, network, variants = load_workloads(model_job(cfg)), point_table(cfg.hw), model_job(cfg).network, variants_of(model_job(cfg))
 
     def bounds(threads: int | None):
         return lower_bound_latencies(workloads, points, network, bool(cfg.hw.inter_op_parallel), variants, bool(cfg.train.tp_comm_async),

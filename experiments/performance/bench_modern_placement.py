@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.harness import commit, write_result
-from phaze.compat import network_for
-from phaze.config import compose_config
+from phaze.config import compose_config, model_job
 from phaze.placement import warm_up
 from phaze.search.evaluator import ModelEvaluator, point_table
 
@@ -36,7 +35,7 @@ CUT_FRACTIONS = (0.97, 1.01)
 def bench(model: str, n_points: int) -> dict:
     cfg = compose_config(f"model={model}", "train=megatron", *CHIPS)
     points = point_table(cfg.hw)
-    evaluator = ModelEvaluator(cfg, points, network_for(cfg))
+    evaluator = ModelEvaluator(model_job(cfg), points, model_job(cfg).network)
     order = np.lexsort((np.arange(len(points)), -evaluator.work_bound))[:n_points]
     uncut_s, cut_s, optima = 0.0, 0.0, []
     for i in order.tolist():

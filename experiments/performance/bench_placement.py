@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from phaze.config import compose_config
+from phaze.config import compose_config, model_job
 from phaze.cost.network import Network
 from phaze.hardware import enumerate_space
 from phaze.pipeline import layer_latencies, load_workloads, placement_input
@@ -89,13 +89,13 @@ def pipeline_input(name: str, network_name: str, devices: int, workloads, solve:
     point = enumerate_space(cfg.hw)
     network = Network.from_cfg(cfg.cluster)
     t0 = time.perf_counter()
-    lat = layer_latencies(cfg, point, workloads, network)
+    lat = layer_latencies(model_job(cfg), point, workloads, network)
     lat.listed_all()
     entries = sum(int(np.isfinite(v).sum()) for fields in lat.values.values() for f, v in fields.items() if f in ("fwd_s", "bwd_s"))
     over_gap = len(lat.pending)
     values = lat.solve_all() if solve else lat.values
     note = f"{time.perf_counter() - t0:.1f} s, {over_gap} of {entries} " + (f"by ILP ({lat.n_solved} solved)" if solve else "lower bounds")
-    return placement_input(cfg, point, workloads, network, values), cfg, note
+    return placement_input(model_job(cfg), point, workloads, network, values), cfg, note
 
 
 def scale_table(repeats: int, solve: bool) -> tuple[dict, dict]:
@@ -103,7 +103,7 @@ def scale_table(repeats: int, solve: bool) -> tuple[dict, dict]:
     rows, notes, inputs, dp_seconds = [], [], {}, {}
     for name in MODELS:
         t0 = time.perf_counter()
-        workloads = load_workloads(compose_config(f"model={name}", f"hw={HW}"))
+        workloads = load_workloads(model_job(compose_config(f"model={name}", f"hw={HW}")))
         print(f"{name}: workloads (mbs {sorted(workloads)}) loaded or extracted in {time.perf_counter() - t0:.1f} s")
         for devices in DEVICE_COUNTS:
             for net_name in CLUSTERS:

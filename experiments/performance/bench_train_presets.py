@@ -21,6 +21,7 @@ import pandas as pd
 
 from experiments.harness import append_result, command_line, fresh_config
 from phaze.search.study import run_study
+from phaze.config import study_spec
 
 MAX_TIME_RATIO = 2.0
 """Issue 12: the modern space's search takes at most twice PHAZE's."""
@@ -30,7 +31,7 @@ PRESETS = ("phaze", "megatron")
 def one(preset: str, overrides: list[str]) -> dict:
     with fresh_config(*overrides, f"train={preset}", "search.storage=memory") as cfg:
         start = time.perf_counter()
-        out = run_study(cfg, progress=False)
+        out = run_study(study_spec(cfg), progress=False)
         wall_s = time.perf_counter() - start
     plan = " ".join(f"{k}={v}" for k, v in out.best.result.strategy.fields().items())
     return {"train": preset, "wall_s": wall_s, "best_seq_s": out.best.throughput_seq_s, "full_evals": out.n_full_evals,

@@ -19,7 +19,7 @@ from dataclasses import replace
 import pandas as pd
 
 from experiments.harness import fresh_config, write_result
-from phaze.pipeline import layer_latencies, schedule_settings
+from phaze.pipeline import layer_latencies
 from phaze.schedule import mode_bound_s
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.heuristic import best_list_schedule
@@ -27,6 +27,7 @@ from phaze.schedule.instance import LayerProblem
 from phaze.schedule.layer import solve_problem
 from phaze.search.evaluator import throughput_of
 from phaze.search.study import MILPS_ATTR, POINT_PARAM, run_study, trials_frame
+from phaze.config import model_job, study_spec
 
 BISECTIONS = 40
 """Halvings of the threshold's interval (lower bound to list schedule): far below the MILP's 1e-4 tolerances."""
@@ -58,7 +59,7 @@ def point_rows(cfg, evaluator, index: int, best: float, work: float) -> dict:
     model = evaluator.models[0]
     point = evaluator.point(index)
     place = model.placer(point, False)
-    layers = layer_latencies(model.cfg, point, model.workloads, model.network, model.lower_bounds.at(index))  # not the study's
+    layers = layer_latencies(model.job, point, model.workloads, model.network, model.lower_bounds.at(index))  # not the study's
     layers.listed_bound(place)
     key = max(layers.pending, key=layers._pending_gap)
     args = layers.pending[key]
@@ -68,7 +69,7 @@ def point_rows(cfg, evaluator, index: int, best: float, work: float) -> dict:
     row = {"point": index, "layer": f"{key[2]} {key[3]} (tp index {key[1]})", "lower": lower_s / listed_s,
            "mode bound": mode_bound_s(problem, lower_s, listed_s) / listed_s,
            "threshold": threshold_s(layers, place, key, best, layers.values[key[2]][f"{key[3]}_s"][key[0], key[1]], listed_s) / listed_s}
-    settings = replace(schedule_settings(cfg), cache=False)
+    settings = replace(model_job(cfg).execution.schedule, cache=False)
     for units in (settings.work_limit, work):
         found = solve_problem(problem, replace(settings, work_limit=units, time_limit_s=max(settings.time_limit_s, 20 * units)))
         row[f"MILP {units:g} makespan"] = found.makespan_s / listed_s
@@ -95,7 +96,7 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=100.0, help="Gurobi work units of the longer MILP")
     args = parser.parse_args()
     with fresh_config(*args.overrides) as cfg:
-        outcome = run_study(cfg, progress=False)
+        outcome = run_study(study_spec(cfg), progress=False)
         best = outcome.best.throughput_seq_s
         trials = trials_frame(outcome)
         pruned = trials[trials.pruned_by == "ilp_bound"].point.astype(int).tolist()

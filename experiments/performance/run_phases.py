@@ -69,11 +69,11 @@ def child(phaze_args: list[str]) -> None:
 def baseline_child(phaze_args: list[str]) -> None:
     """Build the run's evaluator (tracing its workloads, its bounds) and print how long the baseline takes on an empty
     schedule cache: what the one-worker run's process beside the study computes (phaze.search.study.baselines)."""
-    from phaze.config import compose_config
+    from phaze.config import compose_config, study_spec
     from phaze.search.evaluator import SpaceEvaluator
     from phaze.search.study import baselines
 
-    evaluator = SpaceEvaluator(compose_config(*phaze_args))
+    evaluator = SpaceEvaluator(study_spec(compose_config(*phaze_args)))
     start = time.perf_counter()
     baselines(evaluator)
     print(f"{BASELINE} {time.perf_counter() - start:.3f}")

@@ -19,15 +19,16 @@ import pandas as pd
 from experiments.harness import command_line, commit, fresh_config, write_result
 from phaze.pipeline import load_workloads
 from phaze.search.evaluator import SpaceEvaluator
+from phaze.config import model_job, study_spec
 
 
 def init_times(model: str, preset: str) -> dict:
     with fresh_config(f"model={model}", f"train={preset}", "hw=phaze_grid") as cfg:
         start = time.perf_counter()
-        load_workloads(cfg)
+        load_workloads(model_job(cfg))
         extract_s = time.perf_counter() - start
         start = time.perf_counter()
-        evaluator = SpaceEvaluator(cfg)
+        evaluator = SpaceEvaluator(study_spec(cfg))
         bounds_s = time.perf_counter() - start
     return {"model": model, "train": preset, "points": len(evaluator), "extraction s": round(extract_s, 1),
             "bounds s": round(bounds_s, 1), "best work bound seq/s": round(float(evaluator.work_bound.max()), 3)}

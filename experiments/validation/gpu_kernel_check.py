@@ -229,11 +229,10 @@ def compare(measured_csv: Path) -> None:
     import pandas as pd
 
     from experiments.harness import write_result
-    from phaze.config import compose_config
+    from phaze.config import compose_config, model_job
     from phaze.cost.latency import op_latencies
     from phaze.hardware import enumerate_space
     from phaze.hardware.derating import KERNEL_ALONE
-    from phaze.compat import network_for
     from phaze.workload.graph import NO_TRAFFIC, OP_COLUMNS
 
     measured = pd.read_csv(measured_csv)
@@ -254,7 +253,7 @@ def compare(measured_csv: Path) -> None:
 
     def predict(frame: pd.DataFrame, *overrides: str) -> np.ndarray:
         cfg = compose_config("hw=h100", "cluster=dgx_h100", "train=megatron", *overrides)
-        return op_latencies(frame[list(OP_COLUMNS) + ["fp8"]], enumerate_space(cfg.hw), network_for(cfg), 1).parallel_s[:, 0]
+        return op_latencies(frame[list(OP_COLUMNS) + ["fp8"]], enumerate_space(cfg.hw), model_job(cfg).network, 1).parallel_s[:, 0]
 
     rows = op_frame(measured.to_dict("records"))
     predicted = predict(rows, KERNEL_ALONE)

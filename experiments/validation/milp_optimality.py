@@ -20,11 +20,11 @@ import pandas as pd
 
 import phaze.schedule.layer as layer_module
 from experiments.harness import fresh_config, write_result
-from phaze.pipeline import schedule_settings
 from phaze.placement.kept import Kept
 from phaze.schedule.cache import problem_key
 from phaze.schedule.heuristic import best_list_schedule
 from phaze.schedule.layer import solve_problem, split_bound_s
+from phaze.config import model_job, study_spec
 from phaze.search.study import run_study
 
 OPTIMUM_GAP = 1e-4
@@ -43,7 +43,7 @@ def recorded_milps(cfg) -> tuple[float, list[dict]]:
 
     layer_module.solve_problem = recording
     try:
-        outcome = run_study(cfg, progress=False)
+        outcome = run_study(study_spec(cfg), progress=False)
     finally:
         layer_module.solve_problem = solve
     return outcome.best.throughput_seq_s, records
@@ -59,7 +59,7 @@ def fresh_split_bound_s(problem, settings) -> tuple[float, float]:
 
 def rows(cfg, records: list[dict], work: float) -> list[dict]:
     """One row per distinct problem: how the run's MILPs of it ended, its split bound, and the longer solve."""
-    settings = replace(schedule_settings(cfg), cache=False)
+    settings = replace(model_job(cfg).execution.schedule, cache=False)
     longer = replace(settings, work_limit=work, time_limit_s=max(settings.time_limit_s, 20 * work), mip_gap=OPTIMUM_GAP)
     by_key: dict[str, list[dict]] = {}
     for record in records:
@@ -96,7 +96,7 @@ def main() -> None:
     with fresh_config(*args.overrides, "search.n_workers=1") as cfg:
         best, records = recorded_milps(cfg)
         table = pd.DataFrame(rows(cfg, records, args.work))
-    gap = schedule_settings(cfg).mip_gap
+    gap = model_job(cfg).execution.schedule.mip_gap
     kept = table[table.refuted < table["run MILPs"]]
     runs = [r for r in records if r["answer"].status != "refuted"]
     closed = [r for r in runs if r["answer"].status == "optimal"]

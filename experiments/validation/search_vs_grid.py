@@ -22,9 +22,9 @@ import optuna
 import pandas as pd
 
 from experiments.harness import append_result, command_line
-from phaze.config import compose_config
+from phaze.config import compose_config, study_spec
 from phaze.search.evaluator import point_table
-from phaze.search.study import POINT_PARAM, run_study, study_name
+from phaze.search.study import POINT_PARAM, run_study
 
 MAX_FULL_EVAL_FRACTION = 0.05
 """Issue 6: the search fully evaluates (ILP + DP) at most 5% of the grid's points."""
@@ -37,7 +37,7 @@ def arch(row) -> str:
 def one(label: str, overrides: list[str]) -> dict:
     cfg = compose_config(*overrides)
     start = time.perf_counter()
-    out = run_study(cfg, progress=False)
+    out = run_study(study_spec(cfg), progress=False)
     wall_s = time.perf_counter() - start
     return {
         "study": label, "best_seq_s": out.best.throughput_seq_s, "best_point": int(out.best_index),
@@ -50,7 +50,7 @@ def one(label: str, overrides: list[str]) -> dict:
 def stored(label: str, overrides: list[str], url: str) -> dict:
     """The same numbers for a study that `python -m phaze.run` ran into `url` (wall: first trial start to last trial end)."""
     cfg = compose_config(*overrides)
-    study = optuna.load_study(study_name=study_name(cfg), storage=url)
+    study = optuna.load_study(study_name=study_spec(cfg).name, storage=url)
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     best = max(done, key=lambda t: t.value)

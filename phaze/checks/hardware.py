@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from phaze.checks.values import choice, fraction, positive
 from phaze.config import preset_hw, presets
-from phaze.config_values import ConfigError, positive_ints
+from phaze.config_values import ConfigError, choice, positive, positive_ints
 from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
-from phaze.hardware.space import AXES, KINDS, describe_points, grid_axes
+from phaze.hardware.space import AXES, describe_points, grid_axes
 
 POWER_OF_TWO_AXES = ("n_tc", "tc_rows", "tc_cols", "n_vc", "vc_width")
 """Grid axes that PHAZE's space takes in powers of two (docs/phaze-reference.md §3.2); point presets
@@ -15,8 +14,9 @@ describe real chips (an A100 has 108 SMs) and are exempt."""
 
 
 def check_hw(hw) -> None:
-    """The accelerator space: positive axes (powers of two on a grid), rates, efficiencies, budgets."""
-    choice(hw.kind, "hw.kind", KINDS)
+    """The accelerator space's rules that read the hardware model: positive axes (powers of two on a grid), one value
+    each on a point, the HBM model, the derating, a budget some point fits, a known baseline (the chip's own scalar
+    rules: phaze.schema.hardware)."""
     stacked = check_hbm(hw)
     for axis in AXES:
         values = list(hw[axis])
@@ -25,34 +25,13 @@ def check_hw(hw) -> None:
         positive_ints(values, f"hw.{axis}", powers_of_two=hw.kind == "grid" and axis in POWER_OF_TWO_AXES)
         if hw.kind == "point" and len(values) != 1:
             raise ConfigError(f"hw.{axis}={values}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value")
-    for name in ("glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
-        positive(hw[name], f"hw.{name}")
-    positive(hw.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
-    positive(hw.overlap_slowdown, "hw.overlap_slowdown", allow_zero=True)
     try:
         check_derating({name: hw[name] for name in DERATING_COLUMNS}, "hw.")
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    if not 0 <= hw.area_min_fraction <= 1:
-        raise ConfigError(f"hw.area_min_fraction={hw.area_min_fraction}: allowed values are in [0, 1]")
-    for name in ("area_budget_mm2", "power_budget_w"):
-        if hw[name] is not None:
-            positive(hw[name], f"hw.{name}")
-    for name in ("tc_pe_um2", "vc_lane_um2"):
-        positive(hw.area[name], f"hw.area.{name}")
-    positive(hw.area.tc_fp8_multiplier_um2, "hw.area.tc_fp8_multiplier_um2", allow_zero=True)
-    positive(hw.power.pj_per_fp8_mac, "hw.power.pj_per_fp8_mac", allow_zero=True)
-    fraction(hw.area.logic_utilization, "hw.area.logic_utilization")
-    for name in ("vc_control_um2", "hbm_controller_um2_per_stack", "serdes_um2_per_lane", "pcie_um2_per_lane"):
-        positive(hw.area[name], f"hw.area.{name}", allow_zero=True)
-    for name in ("pj_per_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2", "pj_per_serdes_bit",
-                 "pj_per_operand_fetch"):
-        positive(hw.power[name], f"hw.power.{name}", allow_zero=True)
-    for name in ("spare_cores", "spare_hbm_stacks", "spare_glb_mib", "interconnect_lanes", "interconnect_gbit_s_per_lane", "pcie_lanes"):
-        positive(hw[name], f"hw.{name}", allow_zero=True)
     if hw.kind == "grid":
         check_budget(hw)
-    if hw.get("baseline") is not None:
+    if hw.baseline is not None:
         check_baseline(hw.baseline)
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from phaze.checks.values import positive
-from phaze.config_values import ConfigError, positive_ints, zero_stages
+from phaze.config_values import ConfigError, positive, positive_ints, zero_stages
 from phaze.plan_space import fixed_microbatches, fixed_plans, options
 from phaze.workload.extract import valid_tp_widths
 from phaze.workload.model_rules import valid_ep

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phaze.schema.choices import CollectiveAlgorithm
+
 GB = 1e9
 """Bandwidths in the cluster config are in GB/s (10^9 bytes per second), per chip and direction."""
 
-ALGORITHMS = ("ring", "tree", "best")
+ALGORITHMS = CollectiveAlgorithm.values()
 
 TORUS_RING_DIRECTIONS = 2
 """A ring over a whole torus dimension (more than two chips, so the wraparound is a third link) sends half
@@ -79,17 +81,17 @@ class Network:
             raise ValueError(
                 f"cluster.devices and cluster.node_size must be positive, got {cluster.devices}, {cluster.node_size}"
             )
-        torus = tuple(int(d) for d in cluster.get("torus_dims", []) or [])
+        torus = tuple(int(d) for d in getattr(cluster, "torus_dims", []) or [])
         return cls(
             devices=int(cluster.devices),
             node_size=int(cluster.devices if torus else min(cluster.node_size, cluster.devices)),
-            intra_bytes_s=float(cluster.intra_node_gbps) * GB * float(cluster.get("intra_node_efficiency", 1.0)),
-            inter_bytes_s=float(cluster.inter_node_gbps) * GB * float(cluster.get("inter_node_efficiency", 1.0)),
+            intra_bytes_s=float(cluster.intra_node_gbps) * GB * float(getattr(cluster, "intra_node_efficiency", 1.0)),
+            inter_bytes_s=float(cluster.inter_node_gbps) * GB * float(getattr(cluster, "inter_node_efficiency", 1.0)),
             latency_s=float(cluster.link_latency_s),
             algorithm=str(getattr(cluster, "collective_algorithm", "ring")),
             torus_dims=torus,
-            inter_latency_s=None if cluster.get("inter_node_latency_s") is None else float(cluster.inter_node_latency_s),
-            launch_latency_s=float(cluster.get("collective_launch_s", 0.0)),
+            inter_latency_s=None if getattr(cluster, "inter_node_latency_s", None) is None else float(cluster.inter_node_latency_s),
+            launch_latency_s=float(getattr(cluster, "collective_launch_s", 0.0)),
         )
 
     @property

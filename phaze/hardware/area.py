@@ -64,7 +64,7 @@ def area_components_um2(area, n_tc, tc_rows, tc_cols, n_vc, vc_width, tc_buffer_
         else sram_um2(np.asarray(glb_mib, dtype=float) * KIB, [], [], area.sram_um2_per_kib)
     )
     return {
-        "tc_macs": n_tc * np.asarray(tc_rows, float) * tc_cols * (area.tc_pe_um2 + fp8_matmul_ratio * area.get("tc_fp8_multiplier_um2", 0.0)) * logic,
+        "tc_macs": n_tc * np.asarray(tc_rows, float) * tc_cols * (area.tc_pe_um2 + fp8_matmul_ratio * getattr(area, "tc_fp8_multiplier_um2", 0.0)) * logic,
         "tc_buffers": n_tc * l2(tc_buffer_kib),
         "vc_lanes": n_vc * np.asarray(vc_width, float) * area.vc_lane_um2 * logic,
         "vc_buffers": n_vc * l2(vc_buffer_kib),

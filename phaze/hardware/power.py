@@ -26,8 +26,8 @@ def tdp_components_w(power, mac_per_s, vector_ops_per_s, glb_bytes_per_s, hbm_by
     power (an FP8 operand is half a bf16 one: twice as many deliveries of half the bits cost the same)."""
     hbm_pj = power.pj_per_hbm_byte if hbm_pj_per_byte is None else np.asarray(hbm_pj_per_byte, dtype=float)
     return {
-        "macs": np.maximum(power.pj_per_mac, fp8_matmul_ratio * power.get("pj_per_fp8_mac", 0.0)) * PJ * np.asarray(mac_per_s, dtype=float),
-        "operands": power.get("pj_per_operand_fetch", 0.0) * PJ * np.asarray(operand_fetches_per_s, dtype=float),
+        "macs": np.maximum(power.pj_per_mac, fp8_matmul_ratio * getattr(power, "pj_per_fp8_mac", 0.0)) * PJ * np.asarray(mac_per_s, dtype=float),
+        "operands": getattr(power, "pj_per_operand_fetch", 0.0) * PJ * np.asarray(operand_fetches_per_s, dtype=float),
         "vector": power.pj_per_vector_op * PJ * np.asarray(vector_ops_per_s, dtype=float),
         "glb": power.pj_per_glb_byte * PJ * np.asarray(glb_bytes_per_s, dtype=float),
         "hbm": hbm_pj * PJ * np.asarray(hbm_bytes_per_s, dtype=float),

@@ -29,7 +29,6 @@ TPUV4_HBM_STACKS = {"hbm_stacks": 4, "hbm_generation": "hbm2"}
 """The same 32 GiB as stacks, for a space under the stack model: TPUv4's package holds 4 HBM2 stacks
 (Jouppi et al., ISCA 2023, Fig. of the v4 package and board), 4 x 8 GiB."""
 
-KINDS = ("grid", "point")
 BOTH_DIRECTIONS = 2
 """A SerDes lane count is per direction; its traffic at peak flows both ways."""
 
@@ -65,8 +64,6 @@ def grid_axes(hw) -> pd.DataFrame:
     """The cartesian product of the config's axes, one row per tuple (vector width tied when empty).
     Under the stack model the HBM axes are the stack counts and generations; a point preset may keep
     its product's capacity in `hbm_gib`, a grid derives it."""
-    if hw.kind not in KINDS:
-        raise ValueError(f"hw.kind must be one of {KINDS}, got {hw.kind!r}")
     stacked = uses_stacks(hw)
     lists = _axis_lists(hw, stacked)
     if stacked:

@@ -28,12 +28,13 @@ from phaze.placement.dp import TIMELINE_FLOW_SHOP, TIMELINE_OFF, TIMELINE_ONE_ST
 from phaze.placement.memory import (
     ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM, state_components, transient_part_copies,
 )
+from phaze.schema.choices import Optimizer, RecomputeGranularity, StepModel
 
-OPTIMIZERS = ("sgd", "adam", "none")
+OPTIMIZERS = Optimizer.values()
 """none: inference, no gradients to keep or reduce (train=inference)."""
-RECOMPUTE_GRANULARITIES = ("layer", "stage")
+RECOMPUTE_GRANULARITIES = RecomputeGranularity.values()
 """Checkpoints kept under recompute: each part's input (Megatron-LM) or the stage input (PHAZE)."""
-STEP_MODELS = ("phaze", "timeline")
+STEP_MODELS = StepModel.values()
 """How a training step is timed (phaze.placement.plan): PHAZE's flush-then-all-reduce, or the timeline
 with the framework's overlaps."""
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-STAGE_LAYER_RULES = ("any", "even_middle", "even")
+from phaze.schema.choices import StageLayers
+
+STAGE_LAYER_RULES = StageLayers.values()
 """train.stage_layers values."""
 
 

@@ -35,5 +35,5 @@ def best_explanations(outcome) -> dict[str, Explanation]:
         return {}
     ev = outcome.evaluator
     point = ev.point(outcome.best_index)
-    return {m.name: explain(m.cfg, point, outcome.best.results[m.name], m.workloads, m.layers(outcome.best_index, point))
+    return {m.name: explain(m.job, point, outcome.best.results[m.name], m.workloads, m.layers(outcome.best_index, point))
             for m in ev.models if outcome.best.results.get(m.name) is not None and outcome.best.results[m.name].feasible}

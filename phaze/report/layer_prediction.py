@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phaze.compat import network_for
-from phaze.config import compose_config
+from phaze.config import compose_config, model_job
 from phaze.cost.latency import op_latencies
 from phaze.hardware import enumerate_space
 from phaze.pipeline import load_workloads, variant_graph, variants_of
@@ -40,12 +39,13 @@ def predicted_layer(case: dict, cache_dir: str) -> dict:
     the placement DP takes a GPU's layer; TP collectives left out, as the measurement has none), by kernel class,
     and the bytes its forward keeps for backward."""
     cfg = compose_config(*run_overrides(layer_run(case)), f"cache_dir={cache_dir}")
-    point, workloads = enumerate_space(cfg.hw), load_workloads(cfg)
-    graph = variant_graph(workloads, variants_of(cfg)[0], int(case["tp"]), "layer")
+    job = model_job(cfg)
+    point, workloads = enumerate_space(cfg.hw), load_workloads(job)
+    graph = variant_graph(workloads, variants_of(job)[0], int(case["tp"]), "layer")
     out = {"predicted_kept_bytes_per_layer": float(graph.saved_bytes)}
     for direction in ("fwd", "bwd"):
         ops = getattr(graph, direction).without_views().ops
-        lat = op_latencies(ops, point, network_for(cfg), int(case["tp"]))
+        lat = op_latencies(ops, point, job.network, int(case["tp"]))
         seconds = np.asarray(lat.parallel_s)[:, 0]
         kind = np.where(ops.fused.to_numpy(dtype=bool), "attention", np.where(ops.kind.to_numpy() == "matmul", "matmul", "vector"))
         compute = np.isin(lat.unit, ("tc", "vc"))

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from hydra.errors import HydraException  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
-from phaze.config import compose_config  # noqa: E402
+from phaze.config import compose_config, model_job  # noqa: E402
 from phaze.config_check import check_choices, check_config, check_fixed, one_line  # noqa: E402
 from phaze.config_values import ConfigError  # noqa: E402
 from phaze.hardware.space import enumerate_space  # noqa: E402
@@ -154,7 +154,7 @@ def run_config(run: dict, cache_dir: str | None = None):
 def compare(run: dict, cfg) -> Comparison:
     """Predict one run (its config from run_config) with its published placement. A plan the model finds infeasible
     (it does not fit the memory) keeps its reason; its throughput is what the plan's time would give."""
-    result = evaluate_point(cfg, enumerate_space(cfg.hw))
+    result = evaluate_point(model_job(cfg), enumerate_space(cfg.hw))
     if result is None:
         raise RuntimeError(f"{run['id']}: the published placement could not be costed")
     tokens = int(cfg.train.global_batch) * int(cfg.model.seq_len) / result.strategy.devices_used

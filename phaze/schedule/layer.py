@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from phaze.placement.kept import Kept
-from phaze.schedule.backends import BACKEND_CHOICES, SolveParams, SolveStatus, solve_milp
+from phaze.schedule.backends import SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
 from phaze.schedule.cache import ScheduleCache, list_key, problem_key, store_for
 from phaze.schedule.checker import check_times
@@ -181,7 +181,7 @@ def mode_bound_s(problem: LayerProblem, lower_s: float, upper_s: float) -> float
 
 
 def uses_modes(cfg: ScheduleCfg) -> bool:
-    """schedule.mode_search, null read as on (phaze.pipeline.schedule_settings resolves it for a job)."""
+    """schedule.mode_search, null read as on (phaze.inputs.execution_model resolves it for a job)."""
     return cfg.mode_search is not False
 
 
@@ -265,10 +265,8 @@ def _bound_stop(stop_s: float | None, scale_s: float, modes: FixedModes | None) 
 
 
 def _settings(cfg: ScheduleCfg | None) -> ScheduleCfg:
-    cfg = cfg if cfg is not None else ScheduleCfg()
-    if cfg.backend not in BACKEND_CHOICES:
-        raise ValueError(f"schedule.backend={cfg.backend!r}; allowed: {BACKEND_CHOICES}")
-    return cfg
+    """The settings given, or the defaults (ScheduleCfg checks its own fields when built)."""
+    return cfg if cfg is not None else ScheduleCfg()
 
 
 def _cached(problem: LayerProblem, cfg: ScheduleCfg) -> tuple[LayerSchedule | None, object, str]:

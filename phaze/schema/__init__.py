@@ -1,8 +1,10 @@
-"""Structured configs: one dataclass per Hydra config group (a module per group), registered in the ConfigStore.
+"""Structured configs: one dataclass per Hydra config group (a module per group); phaze.config registers them in
+Hydra's ConfigStore.
 
-They live in an importable module (not the `-m` entry module) so that Hydra launchers that
-rebuild the config in a worker process (joblib, submitit) see the same classes. Every field is
-typed, so a typo or a wrong type in an override fails at once and Hydra names the full key.
+They live in an importable package (not the `-m` entry module) so that Hydra launchers that rebuild the config in a
+worker process (joblib, submitit) see the same classes. Every field is typed, so a typo or a wrong type in an override
+fails at once and Hydra names the full key. They import neither Hydra nor OmegaConf: the stages take them as their
+typed inputs (phaze.config.typed_config).
 """
 
 from __future__ import annotations
@@ -10,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
-
+from phaze.config_values import positive_ints
 from phaze.schema.cluster import ClusterCfg
 from phaze.schema.compat import CompatCfg
+from phaze.schema.fields import MISSING
 from phaze.schema.hardware import AreaCfg, HwCfg, PowerCfg
 from phaze.schema.model import ExpertCfg, ModelCfg
 from phaze.schema.schedule import ScheduleCfg
@@ -52,6 +53,10 @@ class Config:
     # common architecture; empty for the usual single `model`.
     models: List[ModelCfg] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if self.workload_processes is not None:
+            positive_ints(self.workload_processes, "workload_processes")
+
 
 @dataclass
 class ValidateOptions:
@@ -71,24 +76,5 @@ class ValidateCfg:
     cache_dir: str = ".cache/phaze"
 
 
-def register_configs() -> None:
-    """Register the base schema and each group's schema so YAML files are validated against them."""
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=Config)
-    cs.store(name="base_validate", node=ValidateCfg)
-    cs.store(group="model", name="base_model", node=ModelCfg)
-    cs.store(group="hw", name="base_hw", node=HwCfg)
-    cs.store(group="hw/area", name="base_area", node=AreaCfg)
-    cs.store(group="hw/power", name="base_power", node=PowerCfg)
-    cs.store(group="cluster", name="base_cluster", node=ClusterCfg)
-    cs.store(group="train", name="base_train", node=TrainCfg)
-    cs.store(group="search", name="base_search", node=SearchCfg)
-    cs.store(group="tracking", name="base_tracking", node=TrackingCfg)
-    cs.store(group="compat", name="base_compat", node=CompatCfg)
-
-
-register_configs()
-
-
 __all__ = ["AreaCfg", "ClusterCfg", "CompatCfg", "Config", "ExpertCfg", "ExportCfg", "HwCfg", "ModelCfg", "PlacementCfg", "PowerCfg",
-           "ScheduleCfg", "SearchCfg", "TrackingCfg", "TrainCfg", "ValidateCfg", "ValidateOptions", "register_configs"]
+           "ScheduleCfg", "SearchCfg", "TrackingCfg", "TrainCfg", "ValidateCfg", "ValidateOptions"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from omegaconf import MISSING
+from phaze.config_values import ConfigError, choice, fraction, positive, positive_ints
+from phaze.schema.choices import CollectiveAlgorithm
+from phaze.schema.fields import MISSING, complete
 
 
 @dataclass
@@ -31,3 +34,29 @@ class ClusterCfg:
     # A torus of these dimensions (x fastest, product = devices) instead of nodes; both link rates are then one link's.
     torus_dims: List[int] = field(default_factory=list)
     source: str = ""
+
+    def __post_init__(self) -> None:
+        """The cluster's own rules: device and node counts that fit, positive link rates, efficiencies in (0, 1], a known
+        collective algorithm, and a torus whose sides multiply to the devices over links of one rate."""
+        if not complete(self):
+            return
+        positive_ints(self.devices, "cluster.devices")
+        positive_ints(self.node_size, "cluster.node_size")
+        if self.node_size < self.devices and self.devices % self.node_size:
+            raise ConfigError(f"cluster.devices={self.devices}: allowed values are multiples of cluster.node_size={self.node_size}")
+        positive(self.intra_node_gbps, "cluster.intra_node_gbps")
+        positive(self.inter_node_gbps, "cluster.inter_node_gbps")
+        positive(self.link_latency_s, "cluster.link_latency_s", allow_zero=True)
+        positive(self.collective_launch_s, "cluster.collective_launch_s", allow_zero=True)
+        if self.inter_node_latency_s is not None:
+            positive(self.inter_node_latency_s, "cluster.inter_node_latency_s", allow_zero=True)
+        fraction(self.intra_node_efficiency, "cluster.intra_node_efficiency")
+        fraction(self.inter_node_efficiency, "cluster.inter_node_efficiency")
+        choice(self.collective_algorithm, "cluster.collective_algorithm", CollectiveAlgorithm.values())
+        if self.torus_dims:
+            positive_ints(list(self.torus_dims), "cluster.torus_dims")
+            if math.prod(self.torus_dims) != self.devices:
+                raise ConfigError(f"cluster.torus_dims={list(self.torus_dims)}: allowed values have product cluster.devices={self.devices}")
+            if self.intra_node_gbps != self.inter_node_gbps:
+                raise ConfigError(f"cluster.inter_node_gbps={self.inter_node_gbps}: on a torus every link runs at one rate; allowed value "
+                                  f"cluster.intra_node_gbps={self.intra_node_gbps}")

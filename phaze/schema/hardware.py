@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from omegaconf import MISSING
+from phaze.config_values import ConfigError, choice, fraction, positive
+from phaze.schema.choices import HwKind
+from phaze.schema.fields import MISSING, complete
 
 
 @dataclass
@@ -41,6 +43,17 @@ class AreaCfg:
     serdes_um2_per_lane: float = 0.0
     pcie_um2_per_lane: float = 0.0
 
+    def __post_init__(self) -> None:
+        """Positive core areas, a logic utilisation in (0, 1], no negative area."""
+        if not complete(self):
+            return
+        for name in ("tc_pe_um2", "vc_lane_um2"):
+            positive(getattr(self, name), f"hw.area.{name}")
+        positive(self.tc_fp8_multiplier_um2, "hw.area.tc_fp8_multiplier_um2", allow_zero=True)
+        fraction(self.logic_utilization, "hw.area.logic_utilization")
+        for name in ("vc_control_um2", "hbm_controller_um2_per_stack", "serdes_um2_per_lane", "pcie_um2_per_lane"):
+            positive(getattr(self, name), f"hw.area.{name}", allow_zero=True)
+
 
 @dataclass
 class PowerCfg:
@@ -61,6 +74,14 @@ class PowerCfg:
     # Energy of delivering one operand to a tensor-core array's edge (buffer or register read, the wires to the array,
     # its clocking): an R x C array takes R + C operands a cycle for R x C MACs, (1/R + 1/C) deliveries per MAC.
     pj_per_operand_fetch: float = 0.0
+
+    def __post_init__(self) -> None:
+        """No negative energy or leakage."""
+        if not complete(self):
+            return
+        for name in ("pj_per_mac", "pj_per_fp8_mac", "pj_per_vector_op", "pj_per_glb_byte", "pj_per_hbm_byte", "leakage_w_per_mm2",
+                     "pj_per_serdes_bit", "pj_per_operand_fetch"):
+            positive(getattr(self, name), f"hw.power.{name}", allow_zero=True)
 
 
 @dataclass
@@ -142,3 +163,21 @@ class HwCfg:
     area: AreaCfg = MISSING
     power: PowerCfg = MISSING
     source: str = ""
+
+    def __post_init__(self) -> None:
+        """The chip's own scalar rules: a known kind, positive rates and buffers, fractions and budgets in range, no
+        negative spares. The axes, HBM, derating, budget and baseline rules read the hardware model: phaze.checks.hardware."""
+        if not complete(self):
+            return
+        choice(self.kind, "hw.kind", HwKind.values())
+        for name in ("glb_gbps", "freq_ghz", "core_buffer_bytes_per_cycle", "core_buffer_bytes_per_pe"):
+            positive(getattr(self, name), f"hw.{name}")
+        positive(self.core_buffer_min_kib, "hw.core_buffer_min_kib", allow_zero=True)
+        positive(self.overlap_slowdown, "hw.overlap_slowdown", allow_zero=True)
+        if not 0 <= self.area_min_fraction <= 1:
+            raise ConfigError(f"hw.area_min_fraction={self.area_min_fraction}: allowed values are in [0, 1]")
+        for name in ("area_budget_mm2", "power_budget_w"):
+            if getattr(self, name) is not None:
+                positive(getattr(self, name), f"hw.{name}")
+        for name in ("spare_cores", "spare_hbm_stacks", "spare_glb_mib", "interconnect_lanes", "interconnect_gbit_s_per_lane", "pcie_lanes"):
+            positive(getattr(self, name), f"hw.{name}", allow_zero=True)

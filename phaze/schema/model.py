@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from omegaconf import MISSING
+from phaze.config_values import ConfigError, choice, positive, positive_ints
+from phaze.schema.choices import Attention
+from phaze.schema.fields import MISSING, complete
+
+SIZE_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size", "seq_len",
+               "max_position_embeddings", "max_tp")
+"""ModelCfg fields that are positive integers."""
+OPTIONAL_SIZE_FIELDS = ("word_embed_proj_dim", "head_dim", "num_experts", "experts_per_token", "expert_ffn_hidden_size",
+                        "num_shared_experts", "capacity_factor", "first_dense_layers", "kv_lora_rank", "q_lora_rank",
+                        "rope_head_dim", "v_head_dim")
+"""ModelCfg fields where 0 means none (or the family's own)."""
 
 
 @dataclass
@@ -15,6 +25,10 @@ class ExpertCfg:
     pp: int = 1
     dp: int = 1
     tp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("pp", "dp", "tp"):
+            positive_ints(getattr(self, name), f"model.expert.{name}")
 
 
 @dataclass
@@ -78,3 +92,19 @@ class ModelCfg:
     published_params: float = 0.0
     published_active_params: float = 0.0
     expert: ExpertCfg = field(default_factory=ExpertCfg)
+
+    def __post_init__(self) -> None:
+        """The shape's own rules: positive sizes, a known attention kernel, a dropout in [0, 1), a sequence within the
+        positions. What needs the family's tables (phaze.workload.model_rules): phaze.checks.model."""
+        if not complete(self):
+            return
+        choice(self.attention, "model.attention", Attention.values())
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.dropout={self.dropout}: allowed values are in [0, 1), or null (the family's own)")
+        for name in SIZE_FIELDS:
+            positive_ints(getattr(self, name), f"model.{name}")
+        for name in OPTIONAL_SIZE_FIELDS:
+            positive(getattr(self, name), f"model.{name}", allow_zero=True)
+        positive(self.moe_layer_freq, "model.moe_layer_freq")
+        if self.seq_len > self.max_position_embeddings:
+            raise ConfigError(f"model.seq_len={self.seq_len}: allowed values are 1..model.max_position_embeddings={self.max_position_embeddings}")

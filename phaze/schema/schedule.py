@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from phaze.config_values import ConfigError, choice, positive, positive_ints
+from phaze.schema.choices import Backend
+
 
 @dataclass
 class ScheduleCfg:
@@ -22,7 +25,18 @@ class ScheduleCfg:
     # Before the MILP, refute makespans over the tensor unit's mode decisions and list-schedule the assignments left
     # (phaze.schedule.modes): shorter schedules and proven bounds, so most layers close without the MILP. null: on
     # with train.step_model=timeline, off with PHAZE's step, whose world keeps the schedules (and numbers) it had
-    # (phaze.pipeline.schedule_settings); schedule_layer reads null as on.
+    # (phaze.inputs.execution_model); schedule_layer reads null as on.
     mode_search: Optional[bool] = None
     cache: bool = True
     cache_dir: str = ".cache/phaze/schedule"  # on-disk cache of solved layers (one JSON file per problem)
+
+    def __post_init__(self) -> None:
+        """The settings' own rules: a known backend, a gap in [0, 1), positive limits and threads."""
+        choice(self.backend, "schedule.backend", Backend.values())
+        if not 0 <= self.mip_gap < 1:
+            raise ConfigError(f"schedule.mip_gap={self.mip_gap}: allowed values are in [0, 1)")
+        positive(self.time_limit_s, "schedule.time_limit_s")
+        if self.work_limit is not None:
+            positive(self.work_limit, "schedule.work_limit")
+        positive_ints(self.threads, "schedule.threads")
+        choice(self.mode_search, "schedule.mode_search", (None, True, False))

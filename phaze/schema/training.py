@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
+from phaze.config_values import ConfigError, bools, choice, positive, positive_ints, recompute_options, zero_stages
+from phaze.schema.choices import Attention, Optimizer, Precision, RecomputeGranularity, StageLayers, StepModel
+
 
 @dataclass
 class TrainCfg:
@@ -71,6 +74,39 @@ class TrainCfg:
     # HBM bytes the optimizer step moves per parameter (its passes over weights, gradients and state: the
     # framework presets count them, conf/train/*.yaml); 0: the update is not timed (PHAZE's step has none).
     update_bytes_per_param: float = 0.0
+
+    def __post_init__(self) -> None:
+        """The step's own rules: known choices, positive sizes, the dimensions' values, microbatches dividing the global
+        batch and FP8's bf16 activations. What needs the model, the chip or a stage's tables: phaze.checks.train."""
+        positive_ints(self.global_batch, "train.global_batch")
+        choice(self.optimizer, "train.optimizer", Optimizer.values())
+        choice(self.precision, "train.precision", Precision.values())
+        if self.precision == Precision.fp8:
+            choice(self.bytes_per_elem, "train.bytes_per_elem (FP8 training keeps bf16 weights and activations)", [2])
+        if self.fp8_params:
+            choice(self.precision, "train.precision (train.fp8_params=true keeps the weights in FP8)", [Precision.fp8.value])
+        choice(self.recompute_granularity, "train.recompute_granularity", RecomputeGranularity.values())
+        choice(self.step_model, "train.step_model", StepModel.values())
+        choice(self.stage_layers, "train.stage_layers", StageLayers.values())
+        if self.attention is not None:
+            choice(self.attention, "train.attention", Attention.values())
+        recompute_options(self.recompute)
+        positive(self.update_bytes_per_param, "train.update_bytes_per_param", allow_zero=True)
+        zero_stages(self.zero, "train.zero")
+        bools(self.sp, "train.sp")
+        bools(self.tp_comm_overlap, "train.tp_comm_overlap")
+        positive_ints(self.vp, "train.vp")
+        positive_ints(self.cp, "train.cp")
+        positive_ints(self.ep, "train.ep")
+        if self.capacity_factor is not None:
+            positive(self.capacity_factor, "train.capacity_factor", allow_zero=True)
+        if self.moe_imbalance is not None and (isinstance(self.moe_imbalance, bool) or self.moe_imbalance < 1):
+            raise ConfigError(f"train.moe_imbalance={self.moe_imbalance!r}: allowed values are numbers >= 1 (1: balanced routing)")
+        for mbs in positive_ints(self.mbs, "train.mbs"):
+            if self.global_batch % mbs:
+                raise ConfigError(f"train.global_batch={self.global_batch}: must be a multiple of every train.mbs (here {mbs}), "
+                                  "so that each data-parallel replica's batch splits into microbatches")
+        positive_ints(list(self.tp_widths), "train.tp_widths", powers_of_two=True)
 
 
 @dataclass

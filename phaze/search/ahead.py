@@ -13,13 +13,13 @@ from phaze.search.progress import Ahead, kinds_ahead
 from phaze.search.ranking import to_beat
 
 
-def progress_total(cfg, evaluator, best: float | None) -> int:
+def progress_total(search, evaluator, best: float | None) -> int:
     """What a branch-and-bound study still has to decide: the points whose work bound (on the objective) beats the
-    value to beat so far (`best`: the N-th best, value_to_beat), every point before there is one. The order visits them
+    value to beat so far (`best`: the N-th best, value_to_beat; `search`: SearchCfg), every point before there is one. The order visits them
     first; the next one stops the study."""
     if best is None:
         return len(evaluator)
-    return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best)))
+    return int(np.count_nonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(search, best)))
 
 
 def reading_value(nth: float | None, values: list[float]) -> float | None:
@@ -28,7 +28,7 @@ def reading_value(nth: float | None, values: list[float]) -> float | None:
     return nth if nth is not None else min(values, default=None)
 
 
-def points_ahead(cfg, evaluator, sampler, top_n: int, seen: dict) -> Callable[[], Ahead]:
+def points_ahead(search, evaluator, sampler, top_n: int, seen: dict) -> Callable[[], Ahead]:
     """For a branch-and-bound study's progress: a callable reading what is known of the points still to decide
     (phaze.search.progress.Ahead), from the value to beat and the values completed that the study's loop keeps in `seen`
     ("nth", "values") and the bounds found so far (SpaceEvaluator.known_bounds). Before there is a value to beat, the
@@ -39,16 +39,16 @@ def points_ahead(cfg, evaluator, sampler, top_n: int, seen: dict) -> Callable[[]
         nth, values, cursor = seen["nth"], list(seen["values"]), sampler.cursor
         evaluations = 0 if nth is not None else max(top_n - len(values), 0)
         value = reading_value(nth, values)
-        points = order[cursor:progress_total(cfg, evaluator, value)] if value is not None else order[:0]
+        points = order[cursor:progress_total(search, evaluator, value)] if value is not None else order[:0]
         fresh, bounded = kinds_ahead(evaluator.known_bounds(points), evaluator.work_bound[points],
-                                     to_beat(cfg, value) / scales[points] if value is not None else scales[points], signatures[points])
+                                     to_beat(search, value) / scales[points] if value is not None else scales[points], signatures[points])
         clock = evaluator.bound_clock
         return Ahead(cursor, fresh, bounded, clock.mean_s(PLACEMENT), evaluations, signatures[points], clock.mean_s(SCHEDULE))
 
     return read
 
 
-def bound_probe(cfg, evaluator, sampler, seen: dict) -> Callable[[], float | None]:
+def bound_probe(search, evaluator, sampler, seen: dict) -> Callable[[], float | None]:
     """For a branch-and-bound study's progress before there is a value to beat: a callable timing one placement bound
     (each model's DP at the largest HBM, cut off at the lowest value completed) on the first point ahead that only its
     work bound bounds, as the walk after the value to beat will run one per such signature. It calls the DP directly
@@ -59,12 +59,12 @@ def bound_probe(cfg, evaluator, sampler, seen: dict) -> Callable[[], float | Non
         value = reading_value(seen["nth"], list(seen["values"]))
         if value is None:
             return None
-        points = order[sampler.cursor:progress_total(cfg, evaluator, value)]
+        points = order[sampler.cursor:progress_total(search, evaluator, value)]
         fresh = points[evaluator.known_bounds(points) >= evaluator.work_bound[points]]
         if not len(fresh):
             return None
         index = int(fresh[0])
-        beat = to_beat(cfg, value) / scales[index]
+        beat = to_beat(search, value) / scales[index]
         start = time.perf_counter()
         for model in evaluator.models:
             point = evaluator.point(index).assign(hbm_gib=model.max_hbm_gib)

@@ -13,15 +13,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from phaze.compat import compat_of, network_for
-from phaze.config import models_of, preset_hw
-from phaze.config_values import recompute_options
+from phaze.compat import network_for
 from phaze.cost.network import Network
 from phaze.hardware.space import describe_points, enumerate_space, point_axes, reference_point
+from phaze.inputs import ModelJob
 from phaze.pipeline import LayerLatencies, PlacementSetup, layer_latencies, load_workloads, placement_inputs, placer, value_now, variants_of
 from phaze.placement import PlacementResult, evaluate_fixed
 from phaze.placement.kept import Kept
-from phaze.plan_space import options
+from phaze.schema.choices import PlacementSearch
 from phaze.search.bounds import lower_bound_latencies, work_bound_throughput
 from phaze.search.dominance import HBM_AXIS, MORE_IS_FASTER, TIE_BREAKS, DominatingBounds  # noqa: F401  (MORE_IS_FASTER: re-exported)
 from phaze.search.placed import PLACED_KEPT, known_placement, latency_digest
@@ -30,7 +29,7 @@ from phaze.search.points import chip_of, chip_params, optimum_run, point_at  # n
 from phaze.search.bound_clock import PLACEMENT, SCHEDULE, BoundClock
 
 GIB = 2**30
-PLACEMENTS = ("searched", "expert")
+PLACEMENTS = PlacementSearch.values()
 """search.placement: the placement DP per point (co-design), or each model's expert placement held fixed."""
 
 
@@ -46,18 +45,19 @@ class ModelEvaluator:
     changes memory, not latency), so HBM siblings share every schedule and differ only in the DP.
     """
 
-    def __init__(self, cfg, points: pd.DataFrame, network: Network):
-        self.cfg = cfg
-        self.name = str(cfg.model.name)
+    def __init__(self, job: ModelJob, points: pd.DataFrame, network: Network):
+        self.job = job
+        self.name = job.name
         self.points = points
         self.network = network
-        self.workloads = load_workloads(cfg)
-        variants = variants_of(cfg)
-        self.lower_bounds = lower_bound_latencies(self.workloads, points, network, bool(cfg.hw.inter_op_parallel), variants,
-                                                  bool(cfg.train.tp_comm_async), float(cfg.hw.overlap_slowdown))
-        self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, int(cfg.cluster.devices), variants)
+        self.workloads = load_workloads(job)
+        variants = variants_of(job)
+        e = job.execution
+        self.lower_bounds = lower_bound_latencies(self.workloads, points, network, e.inter_op_parallel, variants, e.tp_comm_async,
+                                                  e.overlap_slowdown)
+        self.work_bound = work_bound_throughput(self.lower_bounds, self.workloads, job.devices, variants)
         self.max_hbm_gib = float(points.hbm_gib.max())
-        self.setup = PlacementSetup.of(cfg, self.workloads)
+        self.setup = PlacementSetup.of(job, self.workloads)
         self._layers: dict[int, LayerLatencies] = {}
         n_signatures = int(self.lower_bounds.signature_of.max()) + 1
         self._top = np.full((2, n_signatures), np.nan)
@@ -79,7 +79,7 @@ class ModelEvaluator:
         if key not in self._layers:
             if len(self._layers) >= LAYER_CACHE_SIGNATURES:
                 self._layers.pop(next(iter(self._layers)))
-            self._layers[key] = layer_latencies(self.cfg, point, self.workloads, self.network, self.lower_bounds.at(index))
+            self._layers[key] = layer_latencies(self.job, point, self.workloads, self.network, self.lower_bounds.at(index))
         return self._layers[key]
 
     def placement_bound(self, index: int, beat: float | None = None, fixed: bool = False, cutoff: bool = False) -> float:
@@ -152,7 +152,7 @@ class ModelEvaluator:
 
         def remembered(latencies) -> PlacementResult | None:
             answers = self._placed.get((key, latency_digest(latencies)), dict)
-            found, result = known_placement(answers, beat, int(self.cfg.train.global_batch))
+            found, result = known_placement(answers, beat, int(self.job.train.global_batch))
             if not found:
                 result = answers[beat] = place(latencies)
             return result
@@ -162,11 +162,11 @@ class ModelEvaluator:
     def dp_placer(self, point: pd.DataFrame, fixed: bool, run: tuple[int, str] | None, beat: float | None):
         """placer() without the kept answers: every call runs the placement DP (or costs the expert placement)."""
         if not fixed:
-            return placer(self.cfg, point, self.workloads, self.network, beat, self.setup)
-        expert = self.cfg.model.expert
-        recompute = recompute_options(self.cfg.train.recompute) if run is None else [run[1]]
-        zero = options(self.cfg, "zero")
-        inputs = placement_inputs(self.cfg, point, self.workloads, self.network, self.setup)
+            return placer(self.job, point, self.workloads, self.network, beat, self.setup)
+        expert = self.job.model.expert
+        recompute = self.job.plan.recompute if run is None else [run[1]]
+        zero = self.job.plan.values["zero"]
+        inputs = placement_inputs(self.job, point, self.workloads, self.network, self.setup)
 
         def place(latencies) -> PlacementResult:
             inp = inputs(latencies)
@@ -186,22 +186,23 @@ def point_table(hw) -> pd.DataFrame:
 
 
 class SpaceEvaluator:
-    """The valid points of cfg.hw (sorted by their axes), their work bounds, and evaluations of single points.
+    """The valid points of the study's hw space (sorted by their axes), their work bounds, and evaluations of single points.
 
-    Every model of cfg (cfg.models when several are searched together) is evaluated on cfg's
-    space and cluster; search.placement=expert holds each model's expert placement fixed.
+    Every model of the study (several when searched together) is evaluated on its space and cluster;
+    search.placement=expert holds each model's expert placement fixed.
     """
 
-    def __init__(self, cfg):
-        self.cfg = cfg
-        self.points = point_table(cfg.hw)
+    def __init__(self, spec):
+        self.spec = spec
+        """The study's StudySpec (phaze.search.spec)."""
+        self.points = point_table(spec.hw)
         if self.points.empty:
-            raise ValueError(f"hw={cfg.hw.name}: no point of the space fits the area/power budget")
-        self.network = network_for(cfg)
-        self.fixed_placement = cfg.search.placement == "expert"
+            raise ValueError(f"hw={spec.hw.name}: no point of the space fits the area/power budget")
+        self.network = network_for(spec.config.cluster, spec.compat)
+        self.fixed_placement = spec.search.placement == "expert"
         """Hold every model's expert placement fixed (hardware-only search, as Spotlight-style tools do)."""
         start = time.perf_counter()
-        self.models = [ModelEvaluator(c, self.points, self.network) for c in models_of(cfg)]
+        self.models = [ModelEvaluator(job, self.points, self.network) for job in spec.jobs()]
         self._start_bounds()
         self.bounds_s = time.perf_counter() - start
         self.bound_clock = BoundClock()
@@ -232,7 +233,7 @@ class SpaceEvaluator:
     def single(self, k: int) -> "SpaceEvaluator":
         """Model k alone over the same points, sharing its ModelEvaluator (bounds, scheduled layers) with this evaluator."""
         view = copy.copy(self)
-        view.cfg = self.models[k].cfg
+        view.spec = self.spec.single(k)
         view.models = [self.models[k]]
         view._start_bounds()
         return view
@@ -342,17 +343,18 @@ class SpaceEvaluator:
         placement (`fixed=False`): the preset hw.baseline names, else the TPUv4-like chip under this space's
         constants. Under compat.baseline_in_optimum_run the TPUv4-like chip's expert placement is evaluated in the
         optimum's run (optimum_index, optimum) instead, as PHAZE's is."""
-        if self.cfg.hw.get("baseline"):
+        hw = self.spec.hw
+        if hw.baseline:
             return self.preset_baseline(fixed)
         start = time.perf_counter()
-        reference = describe_points(self.cfg.hw, reference_point(self.cfg.hw))
+        reference = describe_points(hw, reference_point(hw))
         results, ilp_s, chip = {}, 0.0, None
         for m in self.models:
             point, run = reference, None
-            if fixed and compat_of(self.cfg).baseline_in_optimum_run and optimum is not None:
+            if fixed and self.spec.compat.baseline_in_optimum_run and optimum is not None:
                 point, run = optimum_run(reference, self.point(optimum_index), optimum.results[m.name])
-            chip = chip or chip_of(point_axes(self.cfg.hw), point)  # the first model's (others differ only where their optimum fits nothing)
-            layers = layer_latencies(m.cfg, point, m.workloads, self.network)
+            chip = chip or chip_of(point_axes(hw), point)  # the first model's (others differ only where their optimum fits nothing)
+            layers = layer_latencies(m.job, point, m.workloads, self.network)
             before = layers.solve_s
             results[m.name] = layers.best(m.placer(point, fixed, run))[0]
             ilp_s += layers.solve_s - before
@@ -362,24 +364,22 @@ class SpaceEvaluator:
         """The hw.baseline preset (a shipped chip under its own constants, e.g. tpuv4_modern or h100) on this
         cluster, with each model's expert placement or the searched one."""
         start = time.perf_counter()
-        hw = preset_hw(str(self.cfg.hw.baseline))
+        hw = self.spec.baseline_hw
         point = enumerate_space(hw)
         results, ilp_s = {}, 0.0
         for m in self.models:
-            cfg = m.cfg.copy()
-            cfg.hw = hw
-            chip = ModelEvaluator(cfg, point, self.network)
+            chip = ModelEvaluator(self.spec.baseline_job(m.job), point, self.network)
             results[m.name], _, solve_s, _ = chip.solve(0, point, chip.placer(point, fixed))
             ilp_s += solve_s
         return Evaluation(results, ilp_s, time.perf_counter() - start - ilp_s, chip=chip_of(point_axes(hw), point))
 
     def arch_params(self, index: int) -> dict:
         """The point's architecture as a trial's hw.* params."""
-        return chip_params(point_axes(self.cfg.hw), self.points.iloc[index])
+        return chip_params(point_axes(self.spec.hw), self.points.iloc[index])
 
     def objective_scale(self) -> np.ndarray:
         """Objective per sequence/s of every point: 1, or 1/TDP when search.objective=throughput_per_tdp."""
-        if self.cfg.search.objective == "throughput_per_tdp":
+        if self.spec.search.objective == "throughput_per_tdp":
             return 1.0 / self.points.tdp_w.to_numpy(dtype=np.float64)
         return np.ones(len(self.points))
 

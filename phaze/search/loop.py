@@ -7,12 +7,11 @@ Every worker runs it against the study's shared storage: the launcher in its own
 from __future__ import annotations
 
 import optuna
-from omegaconf import OmegaConf
 
 from phaze.search.claims import PointTaken, claims_for
 from phaze.search.evaluator import SpaceEvaluator
 from phaze.search.ahead import bound_probe, points_ahead, progress_total
-from phaze.search.identity import open_study, storage_url, study_name, tracker_for
+from phaze.search.identity import open_study, storage_url, tracker_for
 from phaze.search.objective import MILPS_ATTR, Objective
 from phaze.search.progress import StudyProgress
 from phaze.search.ranking import POINT_PARAM, latest_nth, value_to_beat
@@ -34,9 +33,9 @@ def n_finished(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
-def recover(cfg, study: optuna.Study, claims) -> None:
+def recover(spec, study: optuna.Study, claims) -> None:
     """Before any worker starts: fail the trials of dead processes and re-propose their points."""
-    fail_dead_trials(study, storage_url(cfg), int(cfg.search.grace_period_s), wait_s=0)
+    fail_dead_trials(study, storage_url(spec.search), int(spec.search.grace_period_s), wait_s=0)
     requeue_interrupted(study, POINT_PARAM)
     if claims is not None and release_orphan_claims(study, claims, POINT_PARAM):
         study.set_user_attr(EXHAUSTED_ATTR, False)
@@ -48,26 +47,26 @@ def finished(study: optuna.Study) -> bool:
     return BOUND_STOP_ATTR in attrs or bool(attrs.get(EXHAUSTED_ATTR))
 
 
-def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
+def search(spec, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
            progress: bool = False) -> Objective:
     """One worker's loop: trials until the study is done, then the retries of trials that died meanwhile."""
-    strategy = strategy_of(cfg.search.sampler)
+    strategy = strategy_of(spec.search.sampler)
     multi, ordered = strategy.multi_objective, strategy.ordered
     claims = study.sampler.claims if ordered else None
-    objective = Objective(cfg, evaluator, strategy, tracker, claims)
+    objective = Objective(spec, evaluator, strategy, tracker, claims)
     bounded = strategy.branch_and_bound and objective.prune
     if bounded:
         study.sampler.skip = objective.cannot_win
-    total = strategy.n_trials(cfg.search, len(evaluator))
+    total = strategy.n_trials(spec.search, len(evaluator))
     done_so_far = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     best_so_far = max((t.value for t in done_so_far), default=None) if not multi else None
     first_nth = value_to_beat(done_so_far, objective.top_n) if bounded else None
     seen = {"nth": first_nth, "values": list({t.params[POINT_PARAM]: t.value for t in done_so_far}.values()) if not multi else []}
-    bar = StudyProgress(progress_total(cfg, evaluator, first_nth) if bounded else max(0, total - n_finished(study)),
+    bar = StudyProgress(progress_total(spec.search, evaluator, first_nth) if bounded else max(0, total - n_finished(study)),
                         "points" if bounded else "trials", enabled=progress, settled=first_nth is not None or not bounded,
                         position=(lambda: study.sampler.cursor) if bounded else None,
-                        ahead=points_ahead(cfg, evaluator, study.sampler, objective.top_n, seen) if bounded else None,
-                        probe=bound_probe(cfg, evaluator, study.sampler, seen) if bounded else None)
+                        ahead=points_ahead(spec.search, evaluator, study.sampler, objective.top_n, seen) if bounded else None,
+                        probe=bound_probe(spec.search, evaluator, study.sampler, seen) if bounded else None)
     shown = {"pruned": 0, "best": best_so_far, "trials": 0}
 
     def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -86,7 +85,7 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
                     seen["values"].append(trial.value)
                 bar.trial(trial.duration.total_seconds(), complete, tuple(m[2] for m in trial.user_attrs.get(MILPS_ATTR) or ()))
                 seen["nth"] = nth
-                bar.update(study.sampler.cursor, progress_total(cfg, evaluator, nth), nth is not None, **postfix)
+                bar.update(study.sampler.cursor, progress_total(spec.search, evaluator, nth), nth is not None, **postfix)
             else:
                 shown["trials"] += 1
                 bar.update(shown["trials"], bar.total, **postfix)
@@ -105,12 +104,12 @@ def search(cfg, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTr
 
     with graceful_interrupt(study) as interrupt, bar:  # the bar closes on an error too (its thread stops writing)
         if more_to_do() or waiting(study):
-            study.optimize(objective, n_trials=None, timeout=cfg.search.get("timeout_s"), callbacks=[done], catch=SKIPPED)
+            study.optimize(objective, n_trials=None, timeout=spec.search.timeout_s, callbacks=[done], catch=SKIPPED)
         while durable and not interrupt.requested and (waiting(study) or running(study)):
             if waiting(study):
                 study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
             else:
-                fail_dead_trials(study, storage_url(cfg), int(cfg.search.grace_period_s), wait_s=int(cfg.search.grace_period_s))
+                fail_dead_trials(study, storage_url(spec.search), int(spec.search.grace_period_s), wait_s=int(spec.search.grace_period_s))
                 if claims is not None and release_orphan_claims(study, claims, POINT_PARAM):
                     study.set_user_attr(EXHAUSTED_ATTR, False)  # their points are proposed again on resume
         bar.close()
@@ -125,21 +124,18 @@ def failed_numbers(study: optuna.Study) -> set[int]:
     return {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))}
 
 
-def worker_study(cfg, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
+def worker_study(spec, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
     """The study as seen by one worker: shared storage, this worker's sampler (and seed)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # SKIPPED trials are expected, not worth a warning each
-    url = storage_url(cfg)
-    strategy = strategy_of(cfg.search.sampler)
-    claims = claims_for(url, study_name(cfg)) if strategy.ordered else None
-    sampler = strategy.sampler(cfg.search, evaluator, claims=claims, seed_offset=worker)
-    return open_study(cfg, make_storage(url, int(cfg.search.heartbeat_interval_s), int(cfg.search.grace_period_s)), sampler)
+    url = storage_url(spec.search)
+    strategy = strategy_of(spec.search.sampler)
+    claims = claims_for(url, spec.name) if strategy.ordered else None
+    sampler = strategy.sampler(spec.search, evaluator, claims=claims, seed_offset=worker)
+    return open_study(spec, make_storage(url, int(spec.search.heartbeat_interval_s), int(spec.search.grace_period_s)), sampler)
 
 
-def work(cfg_yaml: str, evaluator: SpaceEvaluator, worker: int) -> None:
-    """One worker's share of a study (the job a WorkerPool runs in each worker): load the study with this worker's
-    sampler and run trials until it is done."""
-    from phaze import schema  # noqa: F401  (registers the structured configs in the new process)
-
-    cfg = OmegaConf.create(cfg_yaml)
-    study = worker_study(cfg, evaluator, worker)
-    search(cfg, study, evaluator, tracker_for(cfg), durable=True)
+def work(spec, evaluator: SpaceEvaluator, worker: int) -> None:
+    """One worker's share of the study of `spec` (a StudySpec; the job a WorkerPool runs in each worker): load the
+    study with this worker's sampler and run trials until it is done."""
+    study = worker_study(spec, evaluator, worker)
+    search(spec, study, evaluator, tracker_for(spec), durable=True)

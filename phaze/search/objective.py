@@ -31,16 +31,16 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"
 class Objective:
     """Optuna objective: prune by bounds, else evaluate; every trial logs its MLflow child run before it ends."""
 
-    def __init__(self, cfg, evaluator: SpaceEvaluator, strategy: Strategy, tracker: StudyTracker | None = None, claims=None):
-        self.cfg = cfg
+    def __init__(self, spec, evaluator: SpaceEvaluator, strategy: Strategy, tracker: StudyTracker | None = None, claims=None):
+        self.search = spec.search
         self.ev = evaluator
         self.tracker = tracker
         self.strategy = strategy
         self.multi = strategy.multi_objective
         self.claims = claims
         self.scales = evaluator.objective_scale()
-        self.prune = bool(cfg.search.prune)
-        self.top_n = top_n_of(cfg)
+        self.prune = bool(spec.search.prune)
+        self.top_n = top_n_of(spec.search)
         self.full_evals: dict[int, Evaluation] = {}
 
     def scale(self, index: int) -> float:
@@ -58,7 +58,7 @@ class Objective:
             return False
         if not self.multi:
             nth = value_to_beat(done, self.top_n)
-            return nth is not None and bound <= to_beat(self.cfg, nth)
+            return nth is not None and bound <= to_beat(self.search, nth)
         area = float(self.ev.points.area_mm2.iloc[index])
         return any(t.values[0] >= bound and t.values[1] <= area for t in done)
 
@@ -112,7 +112,7 @@ class Objective:
 
     def beat_of(self, nth_value: float, index: int) -> float:
         """The throughput the point must exceed to beat the objective value `nth_value` (the study's N-th best)."""
-        return to_beat(self.cfg, nth_value) / self.scale(index)
+        return to_beat(self.search, nth_value) / self.scale(index)
 
     def __call__(self, trial: optuna.Trial):
         for key, value in trial.user_attrs.items():  # a retried trial inherits its dead original's attributes
@@ -144,7 +144,7 @@ class Objective:
             if self.dominated(done, index, listed):
                 self._pruned(trial, index, "schedule_bound", listed)
         beat = self.beat(done, index) if self.prune else None
-        if self.prune and not self.multi and int(self.cfg.search.n_workers) > 1:
+        if self.prune and not self.multi and int(self.search.n_workers) > 1:
             beat = self.latest_beat(study, index, beat)
         evaluation = self.ev.evaluate(index, beat)
         trial.set_user_attr("full_eval", True)  # ILPs and DP ran, whether or not the point is then pruned
@@ -170,8 +170,8 @@ class Objective:
         tdp_w = float(self.ev.points.tdp_w.iloc[index])
         metrics = {"area_mm2": float(self.ev.points.area_mm2.iloc[index]), "tdp_w": tdp_w,
                    f"{BOUND_PREFIX}{OBJECTIVE_METRICS['throughput']}": bound / self.scale(index)}
-        if self.cfg.search.objective != "throughput":
-            metrics[f"{BOUND_PREFIX}{OBJECTIVE_METRICS[self.cfg.search.objective]}"] = bound
+        if self.search.objective != "throughput":
+            metrics[f"{BOUND_PREFIX}{OBJECTIVE_METRICS[self.search.objective]}"] = bound
         self._set_record(trial, self.ev.arch_params(index), metrics, {STATUS_TAG: PRUNED, PRUNED_BY_TAG: stage})
         raise optuna.TrialPruned(f"{stage} {bound:.6g} cannot beat the study")
 

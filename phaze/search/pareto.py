@@ -25,7 +25,7 @@ from tqdm import tqdm  # noqa: E402
 
 from phaze.search.evaluator import SpaceEvaluator  # noqa: E402
 from phaze.search.resume import make_storage  # noqa: E402
-from phaze.search.identity import storage_url, study_name  # noqa: E402
+from phaze.search.identity import storage_url  # noqa: E402
 
 COSTS = ("area_mm2", "tdp_w")
 """What a front trades throughput against: the chip's area and its TDP."""
@@ -118,12 +118,14 @@ def fronts_figure(ev: SpaceEvaluator, fronts: list[Front], title: str = ""):
     return fig
 
 
-def exact_fronts(cfg, progress: bool = True) -> tuple[SpaceEvaluator, list[Front]]:
-    """Both exact fronts of cfg's space (throughput against area, and against TDP), resumable from search.storage."""
-    ev = SpaceEvaluator(cfg)
-    storage = make_storage(storage_url(cfg), int(cfg.search.heartbeat_interval_s), int(cfg.search.grace_period_s))
+def exact_fronts(spec, progress: bool = True) -> tuple[SpaceEvaluator, list[Front]]:
+    """Both exact fronts of the space of `spec` (a StudySpec; throughput against area, and against TDP), resumable from
+    search.storage."""
+    ev = SpaceEvaluator(spec)
+    search = spec.search
+    storage = make_storage(storage_url(search), int(search.heartbeat_interval_s), int(search.grace_period_s))
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    studies = {cost: optuna.create_study(study_name=f"{study_name(cfg)}-front-{cost}", storage=storage, direction="maximize",
+    studies = {cost: optuna.create_study(study_name=f"{spec.name}-front-{cost}", storage=storage, direction="maximize",
                                          load_if_exists=True) for cost in COSTS}
     known = {}
     for study in studies.values():

@@ -12,9 +12,9 @@ RECORD_ATTR = "mlflow_record"
 """User attribute holding a finished trial's MLflow child run (params, metrics, tags), as logged."""
 
 
-def top_n_of(cfg) -> int:
-    """search.top_n: how many best designs the study ranks exactly (1 where the config predates the field)."""
-    return int(cfg.search.get("top_n", 1))
+def top_n_of(search) -> int:
+    """search.top_n (`search`: SearchCfg): how many best designs the study ranks exactly."""
+    return int(search.top_n)
 
 
 def value_to_beat(done: list[optuna.trial.FrozenTrial], n: int) -> float | None:
@@ -50,10 +50,10 @@ def top_trials(done: list[optuna.trial.FrozenTrial], n: int) -> list[optuna.tria
     return ranked[:n]
 
 
-def to_beat(cfg, best: float) -> float:
+def to_beat(search, best: float) -> float:
     """The objective value a point must exceed to matter: the best so far, raised by search.rel_gap (a
     study that stops proves its best within that fraction of the optimum, as a MILP's relative gap does)."""
-    return best * (1.0 + float(cfg.search.rel_gap))
+    return best * (1.0 + float(search.rel_gap))
 
 
 def pruned_by(trial: optuna.trial.FrozenTrial, objective: str = "throughput") -> tuple[float, str]:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 import pandas as pd
-from omegaconf import OmegaConf
 
-from phaze.compat import compat_of
 from phaze.cores import usable_cores
+from phaze.schema.choices import Objective
 from phaze.search.claims import PASSED_OVER
 from phaze.search.evaluator import Evaluation, SpaceEvaluator
 from phaze.search.identity import storage_url, study_name, tracker_for  # noqa: F401  (tracker_for, study_name: re-exported)
+from phaze.search.spec import StudySpec
 from phaze.search.ahead import progress_total  # noqa: F401  (re-exported)
 from phaze.search.loop import failed_numbers, finished, recover, search, work, worker_study  # noqa: F401  (re-exported)
 from phaze.search.objective import MILPS_ATTR  # noqa: F401  (re-exported)
@@ -30,7 +30,7 @@ from phaze.search.strategies import strategy_of
 from phaze.search.workers import SideJob, WorkerPool
 from phaze.tracking import StudyTracker
 
-OBJECTIVES = ("throughput", "throughput_per_tdp")
+OBJECTIVES = Objective.values()
 
 
 @dataclass(frozen=True)
@@ -66,32 +66,32 @@ class StudyOutcome:
         return self.best.speedup_over(self.baseline_searched)
 
 
-def optimize(cfg, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progress: bool,
+def optimize(spec: StudySpec, evaluator: SpaceEvaluator, tracker: StudyTracker | None, progress: bool,
              pool: WorkerPool, first: tuple | None = None) -> tuple[optuna.Study, dict[int, Evaluation], object]:
-    """Run (or resume) the study of cfg over `evaluator` with this process and the pool's workers: (study, this
+    """Run (or resume) the study of `spec` over `evaluator` with this process and the pool's workers: (study, this
     process's full evaluations, the value of `first`, (function, args) that the study does not wait on, called as
     WorkerPool.run_first does, or None without it)."""
-    study = worker_study(cfg, evaluator, worker=0)
-    durable = storage_url(cfg) is not None
+    study = worker_study(spec, evaluator, worker=0)
+    durable = storage_url(spec.search) is not None
     if durable:
-        recover(cfg, study, study.sampler.claims if strategy_of(cfg.search.sampler).ordered else None)
+        recover(spec, study, study.sampler.claims if strategy_of(spec.search.sampler).ordered else None)
     if tracker is not None:
         tracker.close_failed(failed_numbers(study))
 
     def here() -> dict[int, Evaluation]:
         """This process's worker: its loop, and the points it fully evaluated."""
-        return search(cfg, study, evaluator, tracker, durable, progress).full_evals
+        return search(spec, study, evaluator, tracker, durable, progress).full_evals
 
-    job = (work, (OmegaConf.to_yaml(cfg, resolve=True), evaluator))
+    job = (work, (spec, evaluator))
     if first is None:
         return study, pool.run(*job, here), None
     return (study, *pool.run_first(first, *job, here))
 
 
-def uses_model_caps(cfg, evaluator: SpaceEvaluator) -> bool:
+def uses_model_caps(search, evaluator: SpaceEvaluator) -> bool:
     """Whether a common study caps each model by its own optimum: several models, exact branch and bound on throughput."""
-    return (len(evaluator.models) > 1 and bool(cfg.search.model_caps) and strategy_of(cfg.search.sampler).branch_and_bound
-            and bool(cfg.search.prune) and cfg.search.objective == "throughput")
+    return (len(evaluator.models) > 1 and bool(search.model_caps) and strategy_of(search.sampler).branch_and_bound
+            and bool(search.prune) and search.objective == "throughput")
 
 
 def model_optima(evaluator: SpaceEvaluator, progress: bool, pool: WorkerPool) -> np.ndarray:
@@ -100,30 +100,32 @@ def model_optima(evaluator: SpaceEvaluator, progress: bool, pool: WorkerPool) ->
     scheduled layers); inf for a model whose study did not finish (search.timeout_s)."""
     caps = np.full(len(evaluator.models), np.inf)
     for k, m in enumerate(evaluator.models):
-        study, _, _ = optimize(m.cfg, evaluator.single(k), None, progress, pool)
+        alone = evaluator.single(k)
+        study, _, _ = optimize(alone.spec, alone, None, progress, pool)
         if finished(study) and any(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
-            caps[k] = to_beat(m.cfg, study.best_value)
+            caps[k] = to_beat(alone.spec.search, study.best_value)
     return caps
 
 
-def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -> StudyOutcome:
-    """Run (or resume) the study described by cfg, with search.n_workers processes, and return its outcome.
+def run_study(spec: StudySpec, tracker: StudyTracker | None = None, progress: bool = True) -> StudyOutcome:
+    """Run (or resume) the study of `spec`, with search.n_workers processes, and return its outcome.
 
     A common study (several models) first runs each model's own study, whose best caps that model's throughput
     at every point (no point beats a model's optimum): the mean of the caps bounds every point far tighter than
     the work bound, which leaves out gradient synchronisation and pipeline bubbles."""
     start = time.perf_counter()
-    with WorkerPool(int(cfg.search.n_workers)) as pool, ExitStack() as stack:  # one set of worker processes for every study of the run
-        evaluator = SpaceEvaluator(cfg)
-        beside = stack.enter_context(SideJob(baselines, (evaluator,))) if baseline_beside(cfg) else None
-        first = (baselines, (evaluator,)) if beside is None and not compat_of(cfg).baseline_in_optimum_run else None
-        if uses_model_caps(cfg, evaluator):
+    search = spec.search
+    with WorkerPool(int(search.n_workers)) as pool, ExitStack() as stack:  # one set of worker processes for every study of the run
+        evaluator = SpaceEvaluator(spec)
+        beside = stack.enter_context(SideJob(baselines, (evaluator,))) if baseline_beside(spec) else None
+        first = (baselines, (evaluator,)) if beside is None and not spec.compat.baseline_in_optimum_run else None
+        if uses_model_caps(search, evaluator):
             evaluator.cap_models(model_optima(evaluator, progress, pool))
-        study, full_evals, early = optimize(cfg, evaluator, tracker, progress, pool, first)
+        study, full_evals, early = optimize(spec, evaluator, tracker, progress, pool, first)
         pool.release()  # the workers shut down while this process reads the study (joined at the end)
         trials = study.get_trials(deepcopy=False)
         complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-        top = tuple((i, full_evals.get(i) or evaluator.evaluate(i)) for i in (t.params[POINT_PARAM] for t in top_trials(complete, top_n_of(cfg))))
+        top = tuple((i, full_evals.get(i) or evaluator.evaluate(i)) for i in (t.params[POINT_PARAM] for t in top_trials(complete, top_n_of(search))))
         best_index, best = top[0] if top else (None, None)
         if beside is not None:
             early = beside.result()
@@ -133,17 +135,17 @@ def run_study(cfg, tracker: StudyTracker | None = None, progress: bool = True) -
             n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
             n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
             logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
-            n_skipped=n_passed_over(cfg, study, evaluator, value_to_beat(complete, top_n_of(cfg))),
+            n_skipped=n_passed_over(search, study, evaluator, value_to_beat(complete, top_n_of(search))),
             baseline_searched=baseline_searched, top=top,
         )
 
 
-def baseline_beside(cfg) -> bool:
+def baseline_beside(spec: StudySpec) -> bool:
     """Whether a process beside the study computes the baseline: only on a core the workers leave idle (with every core
     a worker's, a third process slowed two workers down: 74.1 s against 71.5 s, docs/scaling.md; the last worker then
     computes it before its share of the study, WorkerPool.run_first), and only when it does not wait on the study's
     optimum (compat.baseline_in_optimum_run)."""
-    return int(cfg.search.n_workers) < usable_cores() and not compat_of(cfg).baseline_in_optimum_run
+    return int(spec.search.n_workers) < usable_cores() and not spec.compat.baseline_in_optimum_run
 
 
 def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optimum: Evaluation | None = None) -> tuple[Evaluation, Evaluation | None]:
@@ -151,16 +153,16 @@ def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optim
     They do not depend on the study (except under compat.baseline_in_optimum_run, given the optimum), so run_study
     has a process beside the study compute them on a core the workers leave idle (baseline_beside)."""
     fixed = evaluator.baseline(optimum_index=optimum_index, optimum=optimum)
-    return fixed, evaluator.baseline(fixed=False) if evaluator.cfg.hw.get("baseline") else None
+    return fixed, evaluator.baseline(fixed=False) if evaluator.spec.hw.baseline else None
 
 
-def n_passed_over(cfg, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:
+def n_passed_over(search, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:
     """Points of a pruning branch-and-bound study that no trial claimed (none, or PASSED_OVER) although their
     work bound beats the value to beat (`best_value`: the N-th best, value_to_beat): the sampler passed over them on
     their placement bound."""
-    if not strategy_of(cfg.search.sampler).branch_and_bound or not cfg.search.prune or best_value is None:
+    if not strategy_of(search.sampler).branch_and_bound or not search.prune or best_value is None:
         return 0
-    above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(cfg, best_value))
+    above = np.flatnonzero(evaluator.work_bound * evaluator.objective_scale() > to_beat(search, best_value))
     by_trials = {point for point, owner in study.sampler.claims.owners_by_point().items() if owner != PASSED_OVER}
     return len(set(above.tolist()) - by_trials)
 
@@ -171,7 +173,7 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
     rows = []
     for t in outcome.study.get_trials(deepcopy=False):
         i = t.params.get(POINT_PARAM)
-        bound, stage = pruned_by(t, outcome.evaluator.cfg.search.objective)
+        bound, stage = pruned_by(t, outcome.evaluator.spec.search.objective)
         rows.append({
             "trial": t.number, "point": i, "state": t.state.name, "status": trial_status(t),
             "value": t.values[0] if t.values else np.nan, "bound": bound,

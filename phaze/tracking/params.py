@@ -3,34 +3,21 @@
 
 from __future__ import annotations
 
-TRAIN_GROUP = "train"
-
-
-def train_preset(cfg) -> str | None:
-    """The conf/train preset the job was composed with (Hydra's choice, known inside an entry point such as
-    `python -m phaze.run`); None where the config was composed outside one (phaze.config.compose_config)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    return HydraConfig.get().runtime.choices.get(TRAIN_GROUP)
-
-
 def model_names(cfg) -> str:
     """The searched model, or the models of a common study joined by '+'."""
     return "+".join(m.name for m in (cfg.models or [cfg.model]))
 
 
-def parent_run_name(cfg) -> str:
+def parent_run_name(cfg, preset: str | None) -> str:
     """Model, train preset (its step model where the preset is unknown), space and cluster as the overrides that
     choose them, e.g. `llama2 train=phaze hw=phaze_grid cluster=phaze_1024`: studies that differ in a preset differ
-    in name, and the part that differs comes early (the runs table cuts long names short)."""
-    preset = train_preset(cfg)
+    in name, and the part that differs comes early (the runs table cuts long names short). `cfg`: the typed config;
+    `preset`: the conf/train preset it was composed with (None where unknown: phaze.config.train_preset)."""
     train = f"train={preset}" if preset else f"train.step_model={cfg.train.step_model}"
     return f"{model_names(cfg)} {train} hw={cfg.hw.name} cluster={cfg.cluster.name}"
 
 
-def study_params(cfg) -> dict:
+def study_params(cfg, preset: str | None) -> dict:
     """The parent run's params: what the study searched and under which training setup and budgets (a grid's
     area budget resolved: hw.area_budget_mm2=null means the TPUv4-like reference area; a point preset has none)."""
     from phaze.hardware import area_budget_mm2
@@ -45,7 +32,6 @@ def study_params(cfg) -> dict:
         "search.sampler": cfg.search.sampler, "search.objective": cfg.search.objective, "search.placement": cfg.search.placement,
         "search.rel_gap": cfg.search.rel_gap, "search.top_n": cfg.search.top_n, "compat": cfg.compat.name,
     }
-    preset = train_preset(cfg)
     if preset:
         params["train"] = preset
     return params

@@ -21,8 +21,6 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, OmegaConf
-
 from phaze.atomic_file import write_atomic
 from phaze.cores import usable_cores
 from phaze.spawn import spawn_context
@@ -54,12 +52,9 @@ DTYPES = {2: "bfloat16", 4: "float32"}
 """Training precision by bytes per element (torch dtype names): bf16 mixed precision (PHAZE: fp16, 2 bytes) or fp32."""
 
 
-def _as_dict(cfg) -> dict:
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)
-    if is_dataclass(cfg):
-        return asdict(cfg)
-    return dict(cfg)
+def _as_dict(model_cfg) -> dict:
+    """The model's fields (a ModelCfg, or a mapping)."""
+    return asdict(model_cfg) if is_dataclass(model_cfg) else dict(model_cfg)
 
 
 def valid_tp_widths(model_cfg, tp_widths) -> list[int]:

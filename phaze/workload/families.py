@@ -198,7 +198,7 @@ def build_parts(cfg, mbs: int, t: int, dtype=torch.bfloat16, layer_index: int | 
     blocks[0] = blocks[main]
     _shard_one_block(blocks[0], family.tp_plan, t, shard.sp, cp)
     if family.tp_plan.experts:
-        routing = Routing(ep, t, t * cp, float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
+        routing = Routing(ep, t, t * cp, float(getattr(cfg, "capacity_factor", 0.0) or 0.0), float(getattr(cfg, "moe_imbalance", 1.0) or 1.0))
         shard_experts(blocks[0].get_submodule(family.tp_plan.experts), ep, t, routing)
     parts = family.make_parts(model, cfg, mbs, shard, dtype)
     if dense_block is not None:

@@ -8,7 +8,7 @@ from phaze.workload.model_rules import ACTIVATIONS, block_parts, layer_pattern
 
 def _activation(cfg, key: str) -> dict:
     """The Hugging Face config argument `key` for model.activation, or nothing for the family's default."""
-    name = cfg.get("activation", "") or ""
+    name = getattr(cfg, "activation", "") or ""
     if name and name not in ACTIVATIONS:
         raise ValueError(f"model.activation={name!r} is not supported; allowed: {list(ACTIVATIONS)} or empty")
     return {key: name} if name else {}
@@ -16,12 +16,12 @@ def _activation(cfg, key: str) -> dict:
 
 def _head_dim(cfg) -> dict:
     """The Hugging Face `head_dim` argument for model.head_dim, or nothing for hidden size / heads (0)."""
-    return {"head_dim": int(cfg.head_dim)} if cfg.get("head_dim", 0) else {}
+    return {"head_dim": int(cfg.head_dim)} if getattr(cfg, "head_dim", 0) else {}
 
 
 def _dropout(cfg) -> float | None:
     """model.dropout (hidden and attention dropout probability), or None for the family's own."""
-    value = cfg.get("dropout")
+    value = getattr(cfg, "dropout", None)
     return None if value is None else float(value)
 
 

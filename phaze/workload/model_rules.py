@@ -6,6 +6,7 @@ The families that build these models are in phaze.workload.families (their names
 
 from __future__ import annotations
 
+from phaze.schema.choices import Attention
 from phaze.workload.graph import DENSE
 
 FAMILY_NAMES = ("bert", "deepseek_v2", "gpt2", "llama", "mixtral", "olmoe", "opt", "qwen2_moe", "starcoder2")
@@ -19,7 +20,7 @@ HEAD_DIM_FAMILIES = ("llama", "starcoder2", "mixtral", "qwen2_moe", "olmoe", "de
 `qk_nope_head_dim`), so that heads x head width may differ from the hidden size (PaLM, Gemma, MaxText's 2023 models,
 DeepSeek-V2's 128 heads of 128 on a hidden size of 5120); the others use hidden size / heads."""
 
-ATTENTION_IMPLEMENTATIONS = ("eager", "flash")
+ATTENTION_IMPLEMENTATIONS = Attention.values()
 """Values of `model.attention`: Hugging Face's eager attention (PHAZE) or the fused FlashAttention kernel."""
 
 
@@ -45,7 +46,7 @@ MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim")
 
 def layer_pattern(cfg) -> tuple[int, int]:
     """(model.first_dense_layers, model.moe_layer_freq), their defaults where a config leaves them out."""
-    return int(cfg.get("first_dense_layers", 0) or 0), int(cfg.get("moe_layer_freq", 1) or 1)
+    return int(getattr(cfg, "first_dense_layers", 0) or 0), int(getattr(cfg, "moe_layer_freq", 1) or 1)
 
 
 def block_parts(cfg) -> tuple[str, ...]:
@@ -71,7 +72,7 @@ def _check_layer_pattern(cfg) -> None:
 
 
 def _check_mla(cfg) -> None:
-    values = {name: int(cfg.get(name, 0) or 0) for name in MLA_FIELDS}
+    values = {name: int(getattr(cfg, name, 0) or 0) for name in MLA_FIELDS}
     if cfg.family not in MLA_FAMILIES:
         if any(values.values()):
             raise ValueError(f"model.{next(n for n, v in values.items() if v)}: multi-head latent attention needs model.family in "
@@ -87,8 +88,8 @@ def _check_mla(cfg) -> None:
 def check_moe(cfg) -> None:
     """The mixture-of-experts fields of `cfg` (and multi-head latent attention's), checked against its family
     (ValueError naming the field)."""
-    e, k, f, shared = (int(cfg.get(n, 0) or 0) for n in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts"))
-    check_routing(float(cfg.get("capacity_factor", 0.0) or 0.0), float(cfg.get("moe_imbalance", 1.0) or 1.0))
+    e, k, f, shared = (int(getattr(cfg, n, 0) or 0) for n in ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts"))
+    check_routing(float(getattr(cfg, "capacity_factor", 0.0) or 0.0), float(getattr(cfg, "moe_imbalance", 1.0) or 1.0))
     _check_mla(cfg)
     _check_layer_pattern(cfg)
     if cfg.family not in MOE_FAMILIES:
@@ -116,5 +117,5 @@ def check_routing(capacity_factor: float, imbalance: float) -> None:
 
 def valid_ep(cfg, ep_values) -> list[int]:
     """The expert-parallel widths that divide model.num_experts (only 1 for a dense model)."""
-    e = int(cfg.get("num_experts", 0) or 0)
+    e = int(getattr(cfg, "num_experts", 0) or 0)
     return sorted({int(v) for v in ep_values if (e and e % int(v) == 0) or int(v) == 1})

@@ -23,9 +23,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from phaze.schema.choices import Precision
 from phaze.workload.graph import BLOCK_PARTS, EDGE_COLUMNS, NO_TRAFFIC, LayerGraph, OpGraph, Workload
 
-PRECISIONS = ("bf16", "fp8")
+PRECISIONS = Precision.values()
 """`train.precision`: bf16 everywhere (with the training dtype's bytes), or FP8 linear-layer GEMMs."""
 
 FP8_BYTES_PER_ELEM = 1

@@ -12,8 +12,9 @@ from phaze.schedule.backends._base import Backend, SolveParams, SolveResult, Sol
 from phaze.schedule.backends.gurobi import GurobiBackend
 from phaze.schedule.backends.highs import HighsBackend
 from phaze.schedule.problem import MilpModel
+from phaze.schema.choices import Backend as BackendChoice
 
-BACKEND_CHOICES = ("auto", "gurobi", "highs")
+BACKEND_CHOICES = BackendChoice.values()
 
 _GUROBI = GurobiBackend()
 _HIGHS = HighsBackend()
