@@ -132,8 +132,18 @@ def train_preset() -> str | None:
     return HydraConfig.get().runtime.choices.get(TRAIN_GROUP)
 
 
+def baseline_hw(name: str) -> schema.HwCfg:
+    """The chip hw.baseline names, typed: a point preset of conf/hw (the chip a search's answer is compared with)."""
+    hw = typed_config(preset_hw(name)) if name in presets("hw") else None
+    if hw is None or hw.kind != "point":
+        points = [p for p in presets("hw") if preset_hw(p).kind == "point"]
+        raise ConfigError(f"hw.baseline={name!r}: allowed values are {', '.join(points)}")
+    return hw
+
+
 def study_spec(cfg) -> StudySpec:
-    """The typed input of cfg's study: the typed config, the hw.baseline preset's space composed (when set), the
-    resolved config as the parent run logs it, and the train preset."""
-    baseline = typed_config(preset_hw(str(cfg.hw.baseline))) if cfg.hw.get("baseline") else None
-    return StudySpec(typed_config(cfg), baseline, OmegaConf.to_yaml(cfg, resolve=True), train_preset())
+    """The typed input of cfg's study, checked (StudySpec.of): the typed config, the hw.baseline preset's space composed
+    (when set), the resolved config as the parent run logs it, and the train preset."""
+    config = typed_config(cfg)
+    baseline = baseline_hw(str(config.hw.baseline)) if config.hw.baseline else None
+    return StudySpec.of(config, baseline, OmegaConf.to_yaml(cfg, resolve=True), train_preset())

@@ -5,8 +5,8 @@ file the same way), so a bad value stops the job before anything is written to m
 `refusing_bad_config` turns it into one line on stderr and exit code 2 inside the Hydra job (taking back the output
 folder Hydra made for it), and `run_cli` does the same for Hydra's own composition errors (an unknown config option,
 a typo, a wrong type). Each group's own rules live in its structured config (phaze/schema/: `__post_init__`, run as the
-typed config is built), the rules that read another group or a stage's registry in phaze.checks, one module per group;
-this module runs them in that order.
+typed config is built), the rules that read another group or a stage's registry in phaze.checks, one module per group,
+run by the constructors of the typed inputs (StudySpec.of, ModelJob.of, PlanSpace.of); this module builds them.
 """
 
 from __future__ import annotations
@@ -21,14 +21,9 @@ import sys
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from phaze import schema
-from phaze.checks.hardware import check_hw
-from phaze.checks.model import check_model
 from phaze.checks.outputs import check_output_file, check_output_folder, figure_formats
-from phaze.checks.placement import check_fixed, check_placement
-from phaze.checks.search import check_search
 from phaze.checks.tracking import check_tracking
-from phaze.checks.train import check_train
-from phaze.config import CONF_DIR, attach_models, presets, typed_config
+from phaze.config import CONF_DIR, attach_models, presets, study_spec
 from phaze.config_values import ConfigError
 from phaze.job_output import discard_job_output
 
@@ -39,18 +34,9 @@ SCHEMA_PREFIX = "base_"
 
 
 def check_config(cfg) -> None:
-    """Raise ConfigError for the first invalid value of the job config (every model of `model=[a,b]`): each group's own
-    rules as its typed config is built, then the rules across groups."""
-    typed_config(cfg)
-    models = list(cfg.get("models") or [cfg.model])
-    for model in models:
-        check_model(model)
-    check_hw(cfg.hw)
-    for model in models:
-        check_train(cfg, model)
-        check_placement(cfg, model)
-    check_search(cfg)
-    check_tracking(cfg.tracking)
+    """Raise ConfigError for the first invalid value of the job config: building its typed inputs checks it (each
+    group's own rules as the typed config is built, the study's as its StudySpec is, each model's as its ModelJob is)."""
+    study_spec(cfg).jobs()
 
 
 def one_line(error: BaseException) -> str:
@@ -138,6 +124,6 @@ def checked(cfg, overrides=()):
     return cfg
 
 
-__all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "SCHEMA_PREFIX", "check_choices", "check_config", "check_fixed", "check_output_file",
+__all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "SCHEMA_PREFIX", "check_choices", "check_config", "check_output_file",
            "check_output_folder", "check_tracking", "checked", "exit_on_config_error", "figure_formats", "one_line",
            "refusing_bad_config", "run_cli"]

@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 
 import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
 from phaze.kernels import start_warm_up
-from phaze.config_check import check_choices, check_config, check_fixed, check_output_file, figure_formats, refusing_bad_config, run_cli
+from phaze.config_check import check_choices, check_config, check_output_file, figure_formats, refusing_bad_config, run_cli
 from phaze.config import model_job
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_scheduled, explain
@@ -58,7 +58,6 @@ def result_record(result, explanation=None) -> dict:
 def main(cfg) -> None:
     check_choices(HydraConfig.get().overrides.task)
     check_config(cfg)
-    check_fixed(cfg)
     if cfg.figure:
         check_output_file(cfg.figure, "figure", figure_formats())
     points = enumerate_space(cfg.hw)

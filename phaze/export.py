@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 
 import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
 from phaze.config import model_job, study_spec
-from phaze.config_check import check_fixed, check_output_folder, checked, refusing_bad_config, run_cli
+from phaze.config_check import check_output_folder, checked, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.hardware.space import enumerate_space
 from phaze.pipeline import evaluate_point
@@ -82,7 +82,6 @@ def refusal(cfg, plan: LaunchPlan, preset: str) -> str | None:
 def plan_result(cfg):
     """The placement to export: a fixed one on a chip preset, else the study's best."""
     if is_fixed(cfg.placement):
-        check_fixed(cfg)
         points = enumerate_space(cfg.hw)
         if len(points) != 1:
             raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; a fixed placement is exported on one chip (hw=a100, hw=h100, ...)")

@@ -3,7 +3,8 @@
 An entry point turns the composed Hydra config into a `Config` of structured-config dataclasses
 (phaze.config.typed_config), then into these: a `ModelJob` holds what the stages below read (the workload
 to trace, the placement space, how a chip executes a layer, the training recipe, the cluster's network),
-each parsed and checked here, so no stage reads the configuration again.
+each parsed and checked here (the rules across config groups, phaze.checks), so no stage reads the configuration
+again.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 
+from phaze.checks.model import check_model
+from phaze.checks.train import check_train
 from phaze.compat import network_for
 from phaze.cost.network import Network
 from phaze.plan_space import PlanSpace, training_model
@@ -89,7 +92,10 @@ class ModelJob:
 
     @classmethod
     def of(cls, config: Config) -> "ModelJob":
-        """The job of config's model (config.models empty: see per_model)."""
+        """The job of config's model (config.models empty: see per_model), its rules across groups checked: the model's
+        against its family, the step's against the model, the plan space's (PlanSpace.of)."""
+        check_model(config.model)
+        check_train(config)
         plan = PlanSpace.of(config)
         return cls(config.model, config.train, workload_spec(config, plan), plan, execution_model(config), network_for(config.cluster, config.compat),
                    int(config.cluster.devices), config.compat)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
+from phaze.checks.placement import check_placement, check_widths
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.placement.solve import Space
 from phaze.workload.model_rules import valid_ep
@@ -60,7 +61,7 @@ def is_fixed(placement) -> bool:
 
 def fitting_values(cfg, name: str, values: list) -> list:
     """The values of unset dimension `name` that fit a fixed placement's set fields; ConfigError naming the field, the
-    values tried and the rule when none does. (Where dp x pp x tp alone exceeds the cluster, check_placement says so.)"""
+    values tried and the rule when none does. (Where dp x pp x tp alone exceeds the cluster, phaze.checks.placement says so.)"""
     p, model = cfg.placement, cfg.model
     rules = {
         "cp": (lambda cp: p.dp * p.pp * p.tp * cp <= cfg.cluster.devices or p.dp * p.pp * p.tp > cfg.cluster.devices,
@@ -170,8 +171,12 @@ class PlanSpace:
 
     @classmethod
     def of(cls, cfg) -> "PlanSpace":
-        """The plan space of the typed config `cfg` (phaze.schema.Config)."""
+        """The plan space of the typed config `cfg` (phaze.schema.Config), its rules across groups checked
+        (phaze.checks.placement)."""
+        check_widths(cfg)
+        values = {name: tuple(options(cfg, name)) for name in DIMENSIONS}
+        check_placement(cfg, {name: list(v) for name, v in values.items()}, fixed_microbatches(cfg))
         fixed = fixed_plans(cfg)
-        return cls({name: tuple(options(cfg, name)) for name in DIMENSIONS}, tuple(recompute_options(cfg.train.recompute)),
+        return cls(values, tuple(recompute_options(cfg.train.recompute)),
                    tuple(layer_variants(cfg, bool(cfg.hw.inter_op_parallel))), placement_space(cfg), None if fixed is None else tuple(fixed))
 

@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from phaze.cost.network import Network
 from phaze.placement import PartCosts, PlacementInput, dp, evaluate_fixed, optimize, reference, solve
-from phaze.placement.inputs import RECOMPUTE_GRANULARITIES
+from phaze.schema.choices import RecomputeGranularity
 from phaze.placement.memory import state_bytes_per_param_byte
 from phaze.placement.plan import recompute_mode
 
@@ -58,7 +58,7 @@ def chains(draw, max_parts=6, granularity=None):
         input_bytes=base["inb"] * mbs[:, None, None] * np.ones(shape), output_bytes=base["outb"] * mbs[:, None, None] * np.ones(shape),
         num_pre=0, num_layers=n, devices=draw(st.sampled_from(DEVICE_COUNTS)), global_batch=draw(st.sampled_from([4, 8, 16])),
         seq_len=32, hbm_bytes=hbm_bytes, network=network, optimizer=optimizer,
-        recompute_granularity=granularity or draw(st.sampled_from(RECOMPUTE_GRANULARITIES)),
+        recompute_granularity=granularity or draw(st.sampled_from(RecomputeGranularity.values())),
     )
 
 
@@ -78,7 +78,7 @@ def solved_three_ways(inp, **options):
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.mark.parametrize("granularity", RECOMPUTE_GRANULARITIES)
+@pytest.mark.parametrize("granularity", RecomputeGranularity.values())
 @SETTINGS
 @given(data=st.data(), per_stage_tp=st.booleans())
 def test_dp_equals_brute_force_numba_and_python(granularity, data, per_stage_tp):
@@ -92,7 +92,7 @@ def test_dp_equals_brute_force_numba_and_python(granularity, data, per_stage_tp)
             assert isinstance(fast.strategy.tp, int)
 
 
-@pytest.mark.parametrize("granularity", RECOMPUTE_GRANULARITIES)
+@pytest.mark.parametrize("granularity", RecomputeGranularity.values())
 @SETTINGS
 @given(data=st.data(), recompute_options=st.sampled_from([(False,), (True,)]), mbs_options=st.sampled_from([(1,), (2,)]))
 def test_dp_equals_brute_force_on_restricted_options(granularity, data, recompute_options, mbs_options):
@@ -216,7 +216,7 @@ EXPERT_PIPELINE_DEPTH = {"stage": 8, "layer": 5}
 checkpoints of the 8 microbatches an 8-deep pipeline's first stage holds do not fit in 40 B."""
 
 
-@pytest.mark.parametrize("granularity", RECOMPUTE_GRANULARITIES)
+@pytest.mark.parametrize("granularity", RecomputeGranularity.values())
 def test_identical_layer_chain_numba_matches_python_reference(granularity):
     chain = dataclasses.replace(_identical_chain(layers=10, hbm=40.0), recompute_granularity=granularity)
     fast = optimize(chain)

@@ -9,24 +9,17 @@ import pytest
 from phaze.config import compose_config, typed_config
 from phaze.config_values import ConfigError
 from phaze.cost.network import ALGORITHMS
-from phaze.placement.inputs import OPTIMIZERS, RECOMPUTE_GRANULARITIES, STEP_MODELS
 from phaze.placement.layouts import STAGE_LAYER_RULES
-from phaze.schedule.backends import BACKEND_CHOICES
 from phaze.schema import ClusterCfg, ExpertCfg, ScheduleCfg, SearchCfg, TrainCfg
-from phaze.schema.choices import (Attention, Backend, CollectiveAlgorithm, Objective, Optimizer, PlacementSearch, Precision,
-                                  RecomputeGranularity, Sampler, StageLayers, StepModel)
+from phaze.schema.choices import CollectiveAlgorithm, Objective, PlacementSearch, Sampler, StageLayers
 from phaze.search.evaluator import PLACEMENTS
 from phaze.search.strategies import STRATEGIES
 from phaze.search.study import OBJECTIVES
-from phaze.workload.model_rules import ATTENTION_IMPLEMENTATIONS
-from phaze.workload.precision import PRECISIONS
 
 
 def test_the_stages_tables_of_choices_are_the_schema_enums():
     assert STRATEGIES.keys() == set(Sampler.values())
-    pairs = [(OPTIMIZERS, Optimizer), (RECOMPUTE_GRANULARITIES, RecomputeGranularity), (STEP_MODELS, StepModel),
-             (STAGE_LAYER_RULES, StageLayers), (BACKEND_CHOICES, Backend), (ALGORITHMS, CollectiveAlgorithm), (PLACEMENTS, PlacementSearch),
-             (OBJECTIVES, Objective), (ATTENTION_IMPLEMENTATIONS, Attention), (PRECISIONS, Precision)]
+    pairs = [(STAGE_LAYER_RULES, StageLayers), (ALGORITHMS, CollectiveAlgorithm), (PLACEMENTS, PlacementSearch), (OBJECTIVES, Objective)]
     for table, enum in pairs:
         assert table == enum.values() and all(type(v) is str for v in table)
 

@@ -29,8 +29,7 @@ CONFIG_SIDE = {
     "phaze.report.validation", "phaze.report.layer_prediction",  # phaze.validate's runners: a config per published run
 }
 """The modules that may read a composed config: the entry points and what composes, checks or refuses one for them.
-The config checks (phaze.checks) belong here too."""
-CONFIG_PACKAGES = ("phaze.checks",)
+The rules across config groups (phaze.checks) read the typed config: the typed inputs' constructors run them."""
 FRAMEWORKS = ("hydra", "omegaconf")
 
 
@@ -39,7 +38,7 @@ def module_names() -> list[str]:
 
 
 def config_side(name: str) -> bool:
-    return name in CONFIG_SIDE or name.startswith(tuple(p + "." for p in CONFIG_PACKAGES)) or name in CONFIG_PACKAGES
+    return name in CONFIG_SIDE
 
 
 def stage_modules() -> list[str]:
@@ -65,9 +64,9 @@ def source_of(name: str) -> Path:
 def test_the_stage_list_is_the_package_but_the_config_side():
     """The stages checked below are every module of phaze but the config side, which exists as named."""
     names = set(module_names())
-    assert CONFIG_SIDE <= names and "phaze.checks.placement" in names
+    assert CONFIG_SIDE <= names
     stages = set(stage_modules())
-    for stage in ("phaze.pipeline", "phaze.plan_space", "phaze.inputs", "phaze.compat", "phaze.schema", "phaze.search.study",
+    for stage in ("phaze.checks.placement", "phaze.checks.hardware", "phaze.pipeline", "phaze.plan_space", "phaze.inputs", "phaze.compat", "phaze.schema", "phaze.search.study",
                   "phaze.search.evaluator", "phaze.workload.extract", "phaze.placement.solve", "phaze.tracking.params"):
         assert stage in stages
 

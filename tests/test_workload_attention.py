@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from phaze.config import typed_config
 from phaze.workload.attention import flash_attention, flash_attention_backward
 from phaze.workload.extract import cache_key
 from phaze.workload.families import build_parts
@@ -161,9 +162,8 @@ def test_megatron_gpt3_traces_with_flash():
 
 
 def test_unknown_attention_rejected():
-    cfg = compose_cfg("model=gpt2", "model.attention=nope").model
-    with pytest.raises(ValueError, match=r"model\.attention='nope'.*\['eager', 'flash'\]"):
-        build_parts(cfg, 1, 1)
+    with pytest.raises(ValueError, match=r"model\.attention='nope': allowed values are eager, flash"):
+        typed_config(compose_cfg("model=gpt2", "model.attention=nope"))
 
 
 @pytest.mark.parametrize("causal,dv", [(True, 16), (False, 16), (True, 12)])

@@ -14,7 +14,8 @@ from phaze.workload.extract import extract_jobs, extract_workload, workload_job
 from phaze.workload.families import build_parts
 from phaze.workload.graph import OpGraph
 from phaze.workload.trace import part_graph
-from phaze.config import model_job
+from phaze.config import model_job, typed_config
+from phaze.config_values import ConfigError
 from tests.conftest import compose_cfg
 from tests.test_search_study import TINY_MODEL
 
@@ -204,8 +205,8 @@ def test_without_views_keeps_dependencies():
 
 
 def test_invalid_microbatch_rejected():
-    with pytest.raises(ValueError, match="train.mbs"):
-        extract_mod.extract_uncached(compose_cfg("model=gpt2").model, mbs=0)
+    with pytest.raises(ConfigError, match=r"train\.mbs=0: allowed values are positive integers"):
+        typed_config(compose_cfg("model=gpt2", "train.mbs=0"))
 
 
 def test_embedding_reads_only_the_gathered_rows(llama):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from phaze.config import preset_hw, presets
 from phaze.config_values import ConfigError, choice, positive, positive_ints
 from phaze.hardware.derating import DERATING_COLUMNS, check_derating
 from phaze.hardware.hbm import HBM_GENERATIONS
@@ -15,30 +14,29 @@ describe real chips (an A100 has 108 SMs) and are exempt."""
 
 def check_hw(hw) -> None:
     """The accelerator space's rules that read the hardware model: positive axes (powers of two on a grid), one value
-    each on a point, the HBM model, the derating, a budget some point fits, a known baseline (the chip's own scalar
-    rules: phaze.schema.hardware)."""
+    each on a point, the HBM model, the derating, a budget some point fits (the chip's own scalar
+    rules: phaze.schema.hardware; the baseline's name: phaze.config.study_spec, which composes it)."""
     stacked = check_hbm(hw)
     for axis in AXES:
-        values = list(hw[axis])
+        values = list(getattr(hw, axis))
         if (axis == "vc_width" or (axis == "hbm_gib" and stacked)) and not values:
             continue
         positive_ints(values, f"hw.{axis}", powers_of_two=hw.kind == "grid" and axis in POWER_OF_TWO_AXES)
         if hw.kind == "point" and len(values) != 1:
             raise ConfigError(f"hw.{axis}={values}: hw={hw.name} is a point (hw.kind=point), allowed is exactly one value")
     try:
-        check_derating({name: hw[name] for name in DERATING_COLUMNS}, "hw.")
+        check_derating({name: getattr(hw, name) for name in DERATING_COLUMNS}, "hw.")
     except ValueError as err:
         raise ConfigError(str(err)) from None
     if hw.kind == "grid":
         check_budget(hw)
-    if hw.baseline is not None:
-        check_baseline(hw.baseline)
 
 
-def check_baseline(name: str) -> None:
-    """hw.baseline names a point preset of conf/hw (the chip a search's answer is compared with)."""
-    points = [p for p in presets("hw") if preset_hw(p).kind == "point"]
-    choice(name, "hw.baseline", points)
+def check_precision(hw, train) -> None:
+    """FP8 training needs tensor cores with FP8 on every point of the space."""
+    if train.precision == "fp8" and float(hw.fp8_matmul_ratio) < 1:
+        raise ConfigError(f"hw.fp8_matmul_ratio={hw.fp8_matmul_ratio}: train.precision=fp8 needs tensor cores with FP8; "
+                          f"allowed values are >= 1 (the FP8 peak over the bf16 peak; hw=h100: 2.0), or train.precision=bf16")
 
 
 def check_hbm(hw) -> bool:

@@ -1,26 +1,34 @@
-"""placement.*: a fixed placement and the placement dimensions to consider, against the model, the cluster and train.*."""
+"""placement.*: a fixed placement and the placement dimensions to consider, against the model, the cluster and train.*
+(the placement's own rules: phaze.schema.training.PlacementCfg). phaze.plan_space.PlanSpace.of runs them: the widths
+before it parses the dimensions, the rest on their parsed values."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from phaze.config_values import ConfigError, positive, positive_ints, zero_stages
-from phaze.plan_space import fixed_microbatches, fixed_plans, options
+from phaze.config_values import ConfigError, positive_ints
 from phaze.workload.extract import valid_tp_widths
 from phaze.workload.model_rules import valid_ep
 
 
-def check_dimensions(cfg, model) -> None:
-    """The placement dimensions to consider (placement.* or train.*): valid values, and what each needs of
-    the model, the step model and the others."""
-    p = cfg.placement
-    if p.zero is not None:
-        zero_stages(p.zero, "placement.zero")
-    for name in ("vp", "cp", "ep"):
-        positive(p[name], f"placement.{name}", allow_zero=True)
-    zeros, cps, sps, overlaps = options(cfg, "zero"), options(cfg, "cp"), options(cfg, "sp"), options(cfg, "tp_comm_overlap")
-    eps = options(cfg, "ep")
-    if max(eps) > 1 and cfg.train.step_model == "phaze":
+def check_widths(config) -> None:
+    """One TP width for a fixed placement, and dp, pp and tp all given or none (`config`: phaze.schema.Config)."""
+    p = config.placement
+    if isinstance(p.tp, (list, tuple)):
+        widths = list(p.tp)
+        if not config.train.per_stage_tp:
+            raise ConfigError(f"placement.tp={widths}: the framework runs one TP width in every pipeline stage (train.per_stage_tp=false); "
+                              f"allowed: one width, e.g. placement.tp={widths[0]}")
+        raise ConfigError(f"placement.tp={widths}: a fixed placement takes one TP width; per-stage widths are searched "
+                          "(train.per_stage_tp=true) with placement.dp, pp and tp unset")
+    if (p.dp or p.pp or p.tp) and not (p.dp and p.pp and p.tp):
+        raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
+
+
+def check_dimensions(config, values: dict) -> None:
+    """The placement dimensions to consider (`values`: each dimension's parsed values, phaze.plan_space.options): what
+    each needs of the model, the step model and the others."""
+    p, model, train = config.placement, config.model, config.train
+    zeros, cps, sps, overlaps, eps = values["zero"], values["cp"], values["sp"], values["tp_comm_overlap"], values["ep"]
+    if max(eps) > 1 and train.step_model == "phaze":
         raise ConfigError("placement.ep: expert parallelism needs train.step_model=timeline (e.g. train=megatron); allowed with "
                           "train.step_model=phaze: ep 1")
     if p.ep > 1 and p.zero is not None and p.zero > 1:
@@ -29,14 +37,14 @@ def check_dimensions(cfg, model) -> None:
     if p.ep > 1 and p.dp and p.dp % p.ep:
         raise ConfigError(f"placement.ep={p.ep}: must divide placement.dp={p.dp} (EP groups are formed from data-parallel ranks); "
                           f"allowed: {[e for e in valid_ep(model, range(1, p.dp + 1)) if p.dp % e == 0]}")
-    if cfg.train.step_model == "phaze" and (max(zeros) > 0 or max(cps) > 1):
+    if train.step_model == "phaze" and (max(zeros) > 0 or max(cps) > 1):
         field = "placement.zero" if max(zeros) > 0 else "placement.cp"
         raise ConfigError(f"{field}: ZeRO and context parallelism need train.step_model=timeline (e.g. train=megatron); "
                           "PHAZE's step all-reduces every stage's weights over the replicas; allowed with train.step_model=phaze: zero 0, cp 1")
     if True in overlaps and True not in sps:
         raise ConfigError("placement.tp_comm_overlap=true: needs sequence parallelism (Transformer Engine overlaps its all-gathers "
                           "and reduce-scatters); allowed: placement.sp=true or train.sp containing true")
-    attention = cfg.train.attention or model.attention
+    attention = train.attention or model.attention
     for cp in cps:
         if cp > 1 and attention != "flash":
             raise ConfigError(f"placement.cp={cp}: context parallelism needs FlashAttention (model.attention=flash or train.attention=flash)")
@@ -44,75 +52,52 @@ def check_dimensions(cfg, model) -> None:
             raise ConfigError(f"placement.cp={cp}: must cut model.seq_len={model.seq_len} into 2 x cp equal chunks (Megatron-Core's causal "
                               f"load balancing); allowed: {[c for c in range(1, model.seq_len // 2 + 1) if model.seq_len % (2 * c) == 0][:12]}")
         if True in sps:
-            for width in valid_tp_widths(model, list(cfg.train.tp_widths)):
+            for width in valid_tp_widths(model, list(train.tp_widths)):
                 if model.seq_len % (cp * width):
                     raise ConfigError(f"placement.sp=true: model.seq_len={model.seq_len} does not split over cp x tp = {cp} x {width} ranks")
-    for vp in options(cfg, "vp"):
+    for vp in values["vp"]:
         if vp > 1 and p.pp and (p.pp < 2 or model.num_layers % (p.pp * vp)):
             allowed = [v for v in range(1, model.num_layers + 1) if model.num_layers % (max(p.pp, 1) * v) == 0]
             raise ConfigError(f"placement.vp={vp}: Megatron's interleaved schedule needs pp >= 2 and model.num_layers={model.num_layers} "
                               f"divisible by pp x vp = {p.pp} x {vp}; allowed with placement.pp={p.pp}: {allowed if p.pp >= 2 else [1]}")
 
 
-def check_layers_per_stage(cfg, model) -> None:
+def check_layers_per_stage(config, vps: list[int]) -> None:
     """placement.layers_per_stage: one count per pipeline stage (pp x vp chunks), the layers summing to the model's,
     every stage but the first and last (which hold the embedding and the loss) with a layer."""
-    p = cfg.placement
-    layers = p.get("layers_per_stage")
-    if layers is None:
+    p, num_layers = config.placement, config.model.num_layers
+    if p.layers_per_stage is None:
         return
     if not p.pp:
         raise ConfigError("placement.layers_per_stage: needs a fixed placement (placement.dp, placement.pp and placement.tp)")
-    chunks = [int(p.pp) * vp for vp in options(cfg, "vp")]
-    counts = [int(n) for n in layers]
-    if len(counts) not in chunks or sum(counts) != model.num_layers:
+    chunks = [int(p.pp) * vp for vp in vps]
+    counts = [int(n) for n in p.layers_per_stage]
+    if len(counts) not in chunks or sum(counts) != num_layers:
         raise ConfigError(f"placement.layers_per_stage={counts}: must list pp x vp = {' or '.join(map(str, chunks))} counts summing to "
-                          f"model.num_layers={model.num_layers}")
+                          f"model.num_layers={num_layers}")
     if min(counts) < 0 or (len(counts) > 2 and min(counts[1:-1]) < 1):
         raise ConfigError(f"placement.layers_per_stage={counts}: counts must be >= 0, and >= 1 for every stage but the first and last")
 
 
-def check_placement(cfg, model) -> None:
-    """A fixed placement: all three widths, within the cluster, a valid TP width, a microbatch for every replica, and
-    values of the fields it leaves unset that run with those it sets (phaze.plan_space.fixed_plans)."""
-    p = cfg.placement
-    if isinstance(p.tp, Sequence) and not isinstance(p.tp, str):
-        widths = list(p.tp)
-        if not cfg.train.per_stage_tp:
-            raise ConfigError(f"placement.tp={widths}: the framework runs one TP width in every pipeline stage (train.per_stage_tp=false); "
-                              f"allowed: one width, e.g. placement.tp={widths[0]}")
-        raise ConfigError(f"placement.tp={widths}: a fixed placement takes one TP width; per-stage widths are searched "
-                          "(train.per_stage_tp=true) with placement.dp, pp and tp unset")
-    for name in ("dp", "pp", "tp"):
-        positive(p[name], f"placement.{name}", allow_zero=True)
-    check_dimensions(cfg, model)
-    check_layers_per_stage(cfg, model)
-    if not (p.dp or p.pp or p.tp):
+def check_placement(config, values: dict, microbatches: list[int]) -> None:
+    """The dimensions' and the stage layers' rules, then a fixed placement's: within the cluster, a valid TP width, and
+    a microbatch for every replica (`microbatches`: train.mbs's sizes that give each one, phaze.plan_space.fixed_microbatches)."""
+    p, model, train, devices = config.placement, config.model, config.train, config.cluster.devices
+    check_dimensions(config, values)
+    check_layers_per_stage(config, values["vp"])
+    if not p.dp:
         return
-    if not (p.dp and p.pp and p.tp):
-        raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
-    if p.dp * p.pp * p.tp > cfg.cluster.devices:
-        raise ConfigError(f"placement.dp x pp x tp = {p.dp * p.pp * p.tp}: allowed is at most cluster.devices={cfg.cluster.devices}")
-    cp = max(options(cfg, "cp"))
-    if p.dp * p.pp * p.tp * cp > cfg.cluster.devices:
-        raise ConfigError(f"placement.dp x pp x tp x cp = {p.dp * p.pp * p.tp * cp}: allowed is at most cluster.devices={cfg.cluster.devices}")
-    if p.tp not in valid_tp_widths(model, list(cfg.train.tp_widths)):
-        raise ConfigError(f"placement.tp={p.tp}: allowed values are {valid_tp_widths(model, list(cfg.train.tp_widths))} "
-                          "(train.tp_widths that divide the model's heads, up to model.max_tp)")
-    if p.pp > model.num_layers and p.get("layers_per_stage") is None:
+    if p.dp * p.pp * p.tp > devices:
+        raise ConfigError(f"placement.dp x pp x tp = {p.dp * p.pp * p.tp}: allowed is at most cluster.devices={devices}")
+    cp = max(values["cp"])
+    if p.dp * p.pp * p.tp * cp > devices:
+        raise ConfigError(f"placement.dp x pp x tp x cp = {p.dp * p.pp * p.tp * cp}: allowed is at most cluster.devices={devices}")
+    widths = valid_tp_widths(model, list(train.tp_widths))
+    if p.tp not in widths:
+        raise ConfigError(f"placement.tp={p.tp}: allowed values are {widths} (train.tp_widths that divide the model's heads, up to model.max_tp)")
+    if p.pp > model.num_layers and p.layers_per_stage is None:
         raise ConfigError(f"placement.pp={p.pp}: allowed values are 1..model.num_layers={model.num_layers} (more only with "
                           "placement.layers_per_stage giving the first or last stage the embedding or the head alone)")
-    if not fixed_microbatches(cfg):
-        mbs = min(positive_ints(cfg.train.mbs, "train.mbs"))
-        raise ConfigError(f"placement.dp={p.dp}: with train.mbs={cfg.train.mbs} some replica gets no sequence of train.global_batch="
-                          f"{cfg.train.global_batch}; allowed: placement.dp <= {cfg.train.global_batch // mbs}")
-    fixed_plans(cfg)
-
-
-def check_fixed(cfg) -> None:
-    """A fixed placement (dp, pp and tp) has at least one plan: the fields it leaves unset are searched over the values
-    consistent with those it sets (phaze.plan_space.fixed_plans)."""
-    if cfg.placement.dp or cfg.placement.pp or cfg.placement.tp:
-        if not (cfg.placement.dp and cfg.placement.pp and cfg.placement.tp):
-            raise ConfigError("placement.dp, placement.pp and placement.tp: give all three for a fixed placement, or none")
-        fixed_plans(cfg)
+    if not microbatches:
+        raise ConfigError(f"placement.dp={p.dp}: with train.mbs={train.mbs} some replica gets no sequence of train.global_batch="
+                          f"{train.global_batch}; allowed: placement.dp <= {train.global_batch // min(positive_ints(train.mbs, 'train.mbs'))}")

@@ -1,5 +1,5 @@
-"""train.*: what a training step's fields need of the model, the chip and the stages' tables (the step's own rules:
-phaze.schema.training)."""
+"""train.*: what a training step's fields need of the model and the stages' tables (the step's own rules:
+phaze.schema.training; what it needs of the chip: phaze.checks.hardware.check_precision)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from phaze.placement.memory import FP32_MASTER_BYTES_PER_PARAM, MASTER_BYTES_CHO
 from phaze.workload.extract import DTYPES, valid_tp_widths
 
 
-def check_train(cfg, m) -> None:
-    """Bytes per element and per parameter the stages model, FP8 tensor cores for FP8 training, and TP widths against
-    the heads of model `m`."""
-    t = cfg.train
+def check_train(config) -> None:
+    """Bytes per element and per parameter the stages model, and TP widths against the model's heads (`config`:
+    phaze.schema.Config of one model; run as its ModelJob is built)."""
+    t, m = config.train, config.model
     choice(t.bytes_per_elem, "train.bytes_per_elem", sorted(DTYPES))
     if t.grad_bytes_per_elem is not None:
         choice(t.grad_bytes_per_elem, "train.grad_bytes_per_elem", sorted(DTYPES))
@@ -19,9 +19,6 @@ def check_train(cfg, m) -> None:
         choice(t.master_bytes_per_param, "train.master_bytes_per_param", MASTER_BYTES_CHOICES)
     if t.moment_bytes_per_param is not None:
         choice(t.moment_bytes_per_param, "train.moment_bytes_per_param", MOMENT_BYTES_CHOICES)
-    if t.precision == "fp8" and float(cfg.hw.fp8_matmul_ratio) < 1:
-        raise ConfigError(f"hw.fp8_matmul_ratio={cfg.hw.fp8_matmul_ratio}: train.precision=fp8 needs tensor cores with FP8; "
-                          f"allowed values are >= 1 (the FP8 peak over the bf16 peak; hw=h100: 2.0), or train.precision=bf16")
     if t.fp8_params and t.master_bytes_per_param is not None:
         choice(t.master_bytes_per_param, "train.master_bytes_per_param (FP8 weights have no bf16 half for a remainder: "
                 "an fp32 master copy)", [int(FP32_MASTER_BYTES_PER_PARAM)])

@@ -28,15 +28,6 @@ from phaze.placement.dp import TIMELINE_FLOW_SHOP, TIMELINE_OFF, TIMELINE_ONE_ST
 from phaze.placement.memory import (
     ADAM_MOMENTS_BYTES_PER_PARAM, FP32_MASTER_BYTES_PER_PARAM, state_components, transient_part_copies,
 )
-from phaze.schema.choices import Optimizer, RecomputeGranularity, StepModel
-
-OPTIMIZERS = Optimizer.values()
-"""none: inference, no gradients to keep or reduce (train=inference)."""
-RECOMPUTE_GRANULARITIES = RecomputeGranularity.values()
-"""Checkpoints kept under recompute: each part's input (Megatron-LM) or the stage input (PHAZE)."""
-STEP_MODELS = StepModel.values()
-"""How a training step is timed (phaze.placement.plan): PHAZE's flush-then-all-reduce, or the timeline
-with the framework's overlaps."""
 
 PART_FIELDS = (
     "fwd_s", "bwd_s", "tp_comm_fwd_s", "tp_comm_bwd_s",
@@ -132,7 +123,7 @@ class PlacementInput:
     core_saved_bytes: np.ndarray | None = None
     expert_param_bytes: np.ndarray | None = None
     step_model: str = "phaze"
-    """train.step_model (STEP_MODELS)."""
+    """train.step_model (phaze.schema.choices.StepModel)."""
     overlap_grad_reduce: bool = False
     """The framework reduces gradients bucket by bucket under the backward (timeline step)."""
     overlap_param_gather: bool = False
@@ -194,14 +185,6 @@ class PlacementInput:
                 raise ValueError(f"{name} must be finite and non-negative where fwd_s is finite")
         if self.num_pre < 0 or self.num_layers < 0 or self.num_post < 0:
             raise ValueError(f"num_pre={self.num_pre}, num_layers={self.num_layers} do not fit {self.num_parts} parts")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.recompute_granularity not in RECOMPUTE_GRANULARITIES:
-            raise ValueError(
-                f"train.recompute_granularity must be one of {RECOMPUTE_GRANULARITIES}, got {self.recompute_granularity!r}"
-            )
-        if self.step_model not in STEP_MODELS:
-            raise ValueError(f"train.step_model must be one of {STEP_MODELS}, got {self.step_model!r}")
         if np.any(self.core_saved_bytes[ok] > self.saved_bytes[ok]):
             raise ValueError("core_saved_bytes must not exceed saved_bytes")
         if np.any(self.expert_param_bytes[ok] > self.param_bytes[ok]):

@@ -24,7 +24,7 @@ from hydra.errors import HydraException  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from phaze.config import compose_config, model_job  # noqa: E402
-from phaze.config_check import check_choices, check_config, check_fixed, one_line  # noqa: E402
+from phaze.config_check import check_choices, check_config, one_line  # noqa: E402
 from phaze.config_values import ConfigError  # noqa: E402
 from phaze.hardware.space import enumerate_space  # noqa: E402
 from phaze.pipeline import evaluate_point  # noqa: E402
@@ -145,7 +145,6 @@ def run_config(run: dict, cache_dir: str | None = None):
         check_choices(overrides)
         cfg = compose_config(*overrides, *([f"cache_dir={cache_dir}"] if cache_dir else []))
         check_config(cfg)
-        check_fixed(cfg)
     except (ValueError, HydraException, OmegaConfBaseException) as e:  # a ConfigError is a ValueError
         raise ConfigError(f"validate.runs, run {run['id']}: {one_line(e)}") from None
     return cfg

@@ -126,3 +126,11 @@ class PlacementCfg:
     # Transformer layers per pipeline stage (pp x vp entries with interleaving, chunks in order), for a fixed
     # placement; null: Megatron's even split (the first num_layers mod pp stages one layer more).
     layers_per_stage: Optional[List[int]] = None
+
+    def __post_init__(self) -> None:
+        """The placement's own rules: sizes >= 0 (0: search) and a ZeRO stage. What needs the model, the cluster or
+        train.*: phaze.checks.placement, run as the plan space is built."""
+        if self.zero is not None:
+            zero_stages(self.zero, "placement.zero")
+        for name in ("vp", "cp", "ep", "dp", "pp") + (() if isinstance(self.tp, (list, tuple)) else ("tp",)):
+            positive(getattr(self, name), f"placement.{name}", allow_zero=True)

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from phaze.checks.hardware import check_hw, check_precision
+from phaze.checks.storage import check_storage
+from phaze.checks.tracking import check_tracking
 from phaze.inputs import ModelJob, per_model
+from phaze.search.identity import storage_url
 from phaze.schema import CompatCfg, Config, HwCfg, SearchCfg, TrackingCfg
 
 
@@ -19,6 +23,16 @@ class StudySpec:
     baseline_hw: HwCfg | None = None
     config_yaml: str = ""
     train_preset: str | None = None
+
+    @classmethod
+    def of(cls, config: Config, baseline_hw: HwCfg | None = None, config_yaml: str = "", train_preset: str | None = None) -> "StudySpec":
+        """The study of `config`, its space's rules checked (phaze.checks: the hardware model's, FP8 on the chip, a
+        storage the workers share, the tracking URI); each model's rules are checked as its job is built (jobs)."""
+        check_hw(config.hw)
+        check_precision(config.hw, config.train)
+        check_storage(storage_url(config.search))
+        check_tracking(config.tracking)
+        return cls(config, baseline_hw, config_yaml, train_preset)
 
     @property
     def search(self) -> SearchCfg:

@@ -98,18 +98,13 @@ def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: b
 
 def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,),
                      ep_values=(1,)) -> Workload:
-    """Build and trace the model for each valid shard: pre, layer and post graphs both ways."""
+    """Build and trace the model for each valid shard: pre, layer and post graphs both ways (the microbatch, the bytes
+    per element and the TP widths are checked where the config is: phaze.schema.training, phaze.checks.train)."""
     import torch
 
     from phaze.workload.families import build_parts, count_params
 
-    if mbs <= 0:
-        raise ValueError(f"train.mbs must be positive, got {mbs}")
-    if bytes_per_elem not in DTYPES:
-        raise ValueError(f"train.bytes_per_elem={bytes_per_elem} is not supported; allowed: {sorted(DTYPES)}")
     shards = shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)
-    if not shards:
-        raise ValueError(f"no TP width in {list(tp_widths)} fits model {model_cfg.name} (max_tp={model_cfg.max_tp}, heads={model_cfg.num_heads})")
     dtype = getattr(torch, DTYPES[bytes_per_elem])
     fused = bool(getattr(model_cfg, "fused_kernels", False))
     graphs = {}

@@ -22,7 +22,7 @@ from phaze.workload.model_configs import (
     starcoder2_config,
 )
 from phaze.workload.model_parts import Part, PartSpec, bert_parts, gpt2_parts, llama_parts, opt_parts
-from phaze.workload.model_rules import block_parts, check_attention, check_moe
+from phaze.workload.model_rules import block_parts
 from phaze.workload.tensor_parallel import TPPlan, shard_block
 
 
@@ -127,13 +127,11 @@ FAMILIES: dict[str, Family] = {
 
 
 def family_of(cfg) -> Family:
-    """The family of `cfg`, after checking `model.family`, `model.attention` and the mixture-of-experts fields."""
-    check_attention(cfg.attention)
+    """The family of `cfg` (its fields checked where the model's config is: phaze.schema.model, phaze.checks.model)."""
     try:
         family = FAMILIES[cfg.family]
     except KeyError:
         raise ValueError(f"model.family={cfg.family!r} is not supported; allowed: {sorted(FAMILIES)}") from None
-    check_moe(cfg)
     return family
 
 

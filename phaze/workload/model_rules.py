@@ -6,7 +6,6 @@ The families that build these models are in phaze.workload.families (their names
 
 from __future__ import annotations
 
-from phaze.schema.choices import Attention
 from phaze.workload.graph import DENSE
 
 FAMILY_NAMES = ("bert", "deepseek_v2", "gpt2", "llama", "mixtral", "olmoe", "opt", "qwen2_moe", "starcoder2")
@@ -19,16 +18,6 @@ HEAD_DIM_FAMILIES = ("llama", "starcoder2", "mixtral", "qwen2_moe", "olmoe", "de
 """Families whose attention takes its head width from the config (Hugging Face's `head_dim`; DeepSeek-V2's
 `qk_nope_head_dim`), so that heads x head width may differ from the hidden size (PaLM, Gemma, MaxText's 2023 models,
 DeepSeek-V2's 128 heads of 128 on a hidden size of 5120); the others use hidden size / heads."""
-
-ATTENTION_IMPLEMENTATIONS = Attention.values()
-"""Values of `model.attention`: Hugging Face's eager attention (PHAZE) or the fused FlashAttention kernel."""
-
-
-def check_attention(name: str) -> str:
-    """`name` if it is an attention implementation we build, else a ValueError naming `model.attention`."""
-    if name not in ATTENTION_IMPLEMENTATIONS:
-        raise ValueError(f"model.attention={name!r} is not supported; allowed: {list(ATTENTION_IMPLEMENTATIONS)}")
-    return name
 
 
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "olmoe", "deepseek_v2")

@@ -26,9 +26,6 @@ import pandas as pd
 from phaze.schema.choices import Precision
 from phaze.workload.graph import BLOCK_PARTS, EDGE_COLUMNS, NO_TRAFFIC, LayerGraph, OpGraph, Workload
 
-PRECISIONS = Precision.values()
-"""`train.precision`: bf16 everywhere (with the training dtype's bytes), or FP8 linear-layer GEMMs."""
-
 FP8_BYTES_PER_ELEM = 1
 """E4M3 / E5M2: one byte per element (Micikevicius et al., "FP8 Formats for Deep Learning", 2022)."""
 
@@ -187,10 +184,9 @@ def fp8_layer(layer: LayerGraph) -> LayerGraph:
 
 
 def with_precision(workload: Workload, precision: str) -> Workload:
-    """The workload as trained in `precision` (bf16: unchanged)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"train.precision={precision!r}: allowed values are {PRECISIONS}")
-    if precision == "bf16":
+    """The workload as trained in `precision` (bf16, the traced precision: unchanged; the value is checked by
+    phaze.schema.training.TrainCfg)."""
+    if precision != Precision.fp8:
         return workload
     graphs = {shard: {name: fp8_layer(layer) for name, layer in parts.items()} for shard, parts in workload.graphs.items()}
     return dataclasses.replace(workload, graphs=graphs)

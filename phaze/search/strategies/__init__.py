@@ -17,7 +17,7 @@ SAMPLERS = tuple(STRATEGIES)
 
 
 def strategy_of(name: str) -> Strategy:
-    """The strategy named `name` (search.sampler, which phaze.checks.search checks against SAMPLERS)."""
+    """The strategy named `name` (search.sampler, which SearchCfg checks against phaze.schema.choices.Sampler, the names of SAMPLERS)."""
     return STRATEGIES[name]()
 
 
