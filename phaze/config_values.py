@@ -41,16 +41,20 @@ ZERO_VALUES = (0, 1, 2, 3)
 """placement.zero / train.zero: ZeRO stages (1 = Megatron's distributed optimizer, 3 = FSDP full shard)."""
 
 
+def recompute_mode(value, field: str = "train.recompute", given=None) -> str:
+    """One recompute setting as one of RECOMPUTE_VALUES; booleans keep PHAZE's meaning (false = none, true = full).
+    `given`: the whole value the setting came from, for the message (default: the setting)."""
+    if isinstance(value, bool):
+        return "full" if value else "none"
+    if value in RECOMPUTE_VALUES:
+        return str(value)
+    raise ConfigError(f"{field}={value if given is None else given!r}: allowed values are {', '.join(RECOMPUTE_VALUES)}, "
+                      "true (= full), false (= none), or a list of them")
+
+
 def recompute_options(value, field: str = "train.recompute") -> list[str]:
     """A recompute setting or list of them as modes, without repeats, in RECOMPUTE_VALUES order."""
-    out = set()
-    for v in as_list(value):
-        if isinstance(v, bool):
-            out.add("full" if v else "none")
-        elif v in RECOMPUTE_VALUES:
-            out.add(v)
-        else:
-            raise ConfigError(f"{field}={value!r}: allowed values are {', '.join(RECOMPUTE_VALUES)}, true (= full), false (= none), or a list of them")
+    out = {recompute_mode(v, field, value) for v in as_list(value)}
     if not out:
         raise ConfigError(f"{field} is empty: give at least one of {', '.join(RECOMPUTE_VALUES)}")
     return [m for m in RECOMPUTE_VALUES if m in out]

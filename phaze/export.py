@@ -39,7 +39,7 @@ from phaze.search.study import POINT_PARAM, storage_url
 def study_result(cfg):
     """The placement of the best trial of cfg's study (ConfigError when there is no such study or no finished trial)."""
     spec = study_spec(cfg)
-    url = storage_url(spec.search)
+    url = storage_url(spec.config.search)
     name = spec.name
     missing = ConfigError(f"search.storage={url!r}: no study {name!r} there; run `python -m phaze.run` with the same overrides "
                           "first, or fix a placement (placement.dp, placement.pp, placement.tp) on a chip preset")

@@ -20,6 +20,7 @@ from phaze.placement.memory import state_bytes_per_param_byte, transient_part_co
 from phaze.placement.plan import interleaved_chunk_inflight, interleaved_inflight
 from phaze.placement.stepcomm import timeline_arrays
 from phaze.schedule.streams import StreamOptions, stream_makespan
+from phaze.schema import PlacementCfg
 from phaze.workload.graph import OpGraph
 from phaze.workload.families import build_parts
 from phaze.workload.trace import part_graph
@@ -54,8 +55,8 @@ def test_sixteen_bytes_per_parameter_of_zero_paper_and_nemo_master_remainders():
     # moments, bf16 gradients: 2 + 2 + 4 / 8 bytes per parameter
     mult = state_bytes_per_param_byte("adam", 2, 1, SHARDS, grad_bytes_per_elem=2, master_bytes_per_param=0, moment_bytes_per_param=4)
     assert mult * 2 == pytest.approx(2 + 2 + 4 / SHARDS)
-    with pytest.raises(ValueError, match="placement.zero"):
-        state_bytes_per_param_byte("adam", 2, 4, SHARDS)
+    with pytest.raises(ValueError, match="placement.zero=4: allowed values are 0, 1, 2, 3"):  # checked once, in the schema
+        PlacementCfg(zero=4)
 
 
 @pytest.mark.parametrize("zero, grad_bytes, buffer_bytes_per_param", [

@@ -259,7 +259,7 @@ def test_tiny_run_piped_to_a_file_prints_progress_lines(tmp_path):
     """A real run with stderr to a file, the interval at 0 s so that its short study prints a line per update."""
     stderr_path = tmp_path / "stderr.txt"
     script = ("import runpy, sys; import phaze.search.progress as p; p.PLAIN_INTERVAL_S = 0.0; "
-              f"sys.argv = ['phaze.run', *sys.argv[1:]]; runpy.run_module('phaze.run', run_name='__main__', alter_sys=True)")
+              "sys.argv = ['phaze.run', *sys.argv[1:]]; runpy.run_module('phaze.run', run_name='__main__', alter_sys=True)")
     cache = tmp_path / "cache"
     with open(stderr_path, "w") as err:
         proc = subprocess.run([sys.executable, "-c", script, *TINY_MODEL, "hw=tiny_grid", "hw.inter_op_parallel=false",

@@ -292,11 +292,11 @@ def test_the_progress_total_is_what_the_bound_order_visits(base):
     """The bar of a branch-and-bound study counts to the points whose work bound beats the best value: the order visits
     exactly those (each claimed by a trial or passed over), then the next one stops the study."""
     out = study(base, "search=bound")
-    total = progress_total(out.evaluator.spec.search, out.evaluator, out.best.throughput_seq_s)
+    total = progress_total(out.evaluator.spec.config.search, out.evaluator, out.best.throughput_seq_s)
     assert total == int(np.count_nonzero(out.evaluator.work_bound > out.best.throughput_seq_s))
     assert 0 < total < len(out.evaluator)
     assert out.study.sampler.cursor == total + 1
-    assert progress_total(out.evaluator.spec.search, out.evaluator, None) == len(out.evaluator)
+    assert progress_total(out.evaluator.spec.config.search, out.evaluator, None) == len(out.evaluator)
 
 
 @pytest.mark.parametrize("cost", COSTS)

@@ -91,7 +91,7 @@ def test_branch_and_bound_finds_the_grids_top_n(base, exhaustive, n):
     ev = out.evaluator
     above = np.flatnonzero(ev.work_bound > nth)
     assert out.n_skipped == len(set(above.tolist()) & set(unvisited))
-    assert progress_total(ev.spec.search, ev, nth) == len(above) and out.study.sampler.cursor == len(above) + 1
+    assert progress_total(ev.spec.config.search, ev, nth) == len(above) and out.study.sampler.cursor == len(above) + 1
 
 
 @pytest.mark.slow

@@ -29,8 +29,6 @@ MASTER_BYTES_CHOICES = (0, 2, 4)
 """A master copy below fp32: 4 (fp32), 2 (the low 16 bits of an fp32 value whose high 16 bits are the bf16 weight:
 NeMo's `store_param_remainders`) or 0 (none: NeMo's `store_params=False` where the optimizer state has the weights'
 type; both in NVIDIA/NeMo megatron_base_model.py setup_optimization)."""
-ZERO_STAGES = (0, 1, 2, 3)
-"""0: replicated; 1: optimizer state sharded (Megatron's distributed optimizer); 2: + gradients; 3: + weights (FSDP full shard)."""
 
 ZERO_TRANSIENT_GRADIENT_COPIES = {0: 0.0, 1: 0.0, 2: 1.0, 3: 1.0}
 ZERO_TRANSIENT_WEIGHT_COPIES = {0: 0.0, 1: 0.0, 2: 0.0, 3: 2.0}
@@ -77,8 +75,6 @@ def state_components(optimizer: str, bytes_per_elem: int, zero: int = 0, shards:
     gradients in fp32); `weight_cache_copies` more bytes per weight byte kept beside the weights (FP8 training); Adam's
     master copy and moments in `master_bytes_per_param` and `moment_bytes_per_param` (default: fp32's 4 and 8); the
     weights themselves `weight_copies` bytes per byte (FP8 weights of bf16 training: 0.5)."""
-    if zero not in ZERO_STAGES:
-        raise ValueError(f"placement.zero={zero!r}: allowed values are {ZERO_STAGES}")
     optimizer_state = optimizer_state_bytes_per_param_byte(optimizer, bytes_per_elem, master_bytes_per_param, moment_bytes_per_param)
     grads = GRADIENT_COPIES * (grad_bytes_per_elem or bytes_per_elem) / bytes_per_elem if optimizer != "none" else 0.0
     weight_shards = shards if zero >= 3 else 1

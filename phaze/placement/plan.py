@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phaze.config_values import recompute_mode as recompute_value
 from phaze.placement.dp import (
     S_B, S_F, S_OPT, S_P, S_PMAX, S_RB, S_S, S_SI, TL_FIELDS, extend_stage, inflight_microbatches, new_stage, stage_compute_s,
     stage_core_s, stage_memory_bytes, stage_recomputes,
@@ -29,18 +30,12 @@ from phaze.placement.inputs import PlacementInput
 from phaze.placement.stepcomm import replicas_within, timeline_arrays
 from phaze.placement.timing import batch_time_s, pipeline_in_one_node
 
-RECOMPUTE_MODES = ("none", "selective", "full")
-"""Activation recompute: none; selective = the attention core (Korthikanti et al. 2022 §5); full = every layer
-(or PHAZE's stage input, train.recompute_granularity=stage)."""
-
 
 def recompute_mode(value) -> str:
-    """A recompute setting as one of RECOMPUTE_MODES; booleans keep PHAZE's meaning (false = none, true = full)."""
-    if isinstance(value, (bool, np.bool_)):
-        return "full" if value else "none"
-    if value in RECOMPUTE_MODES:
-        return str(value)
-    raise ValueError(f"train.recompute={value!r}: allowed values are {', '.join(RECOMPUTE_MODES)}, true (full), false (none)")
+    """A plan's activation recompute as one of phaze.config_values.RECOMPUTE_VALUES: none; selective = the attention
+    core (Korthikanti et al. 2022 §5); full = every layer (or PHAZE's stage input, train.recompute_granularity=stage).
+    Booleans (NumPy's too) keep PHAZE's meaning."""
+    return recompute_value(bool(value) if isinstance(value, np.bool_) else value)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def strategy_row(result) -> dict:
 
 def baseline_name(outcome: StudyOutcome) -> str:
     """The baseline chip as the table names it: the hw.baseline preset, or PHAZE's TPUv4-like point."""
-    return str(outcome.evaluator.spec.hw.baseline or "TPUv4-like")
+    return str(outcome.evaluator.spec.config.hw.baseline or "TPUv4-like")
 
 
 def ranked(outcome: StudyOutcome) -> tuple:
@@ -202,7 +202,7 @@ def scatter_figure(outcome: StudyOutcome):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("area (mm²)")
         ax.legend(fontsize=8)
-    left.set_ylabel(OBJECTIVE_LABELS[outcome.evaluator.spec.search.objective])
+    left.set_ylabel(OBJECTIVE_LABELS[outcome.evaluator.spec.config.search.objective])
     fig.tight_layout()
     return fig
 
@@ -217,7 +217,7 @@ def history_figure(outcome: StudyOutcome):
     ax.step(done.trial, done.value.cummax(), where="post", c="tab:red", label="best so far")
     mark_infeasible(ax, trials[INFEASIBLE].trial, "infeasible (no plan fits)")
     ax.set_xlabel("trial")
-    ax.set_ylabel(OBJECTIVE_LABELS[outcome.evaluator.spec.search.objective])
+    ax.set_ylabel(OBJECTIVE_LABELS[outcome.evaluator.spec.config.search.objective])
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

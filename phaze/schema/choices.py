@@ -15,80 +15,42 @@ class Choice(StrEnum):
         return tuple(member.value for member in cls)
 
 
-class Optimizer(Choice):
-    """train.optimizer: the update and its state (none: inference, no gradients)."""
-    sgd = "sgd"
-    adam = "adam"
-    none = "none"
+def make_choice(name: str, doc: str, *values: str) -> type[Choice]:
+    """The Choice named `name` whose members are `values` (each its own name), documented by `doc`."""
+    enum = Choice(name, [(value, value) for value in values], module=__name__, qualname=name)
+    enum.__doc__ = doc
+    return enum
 
 
-class Precision(Choice):
-    """train.precision: bf16 mixed precision, or FP8 GEMMs (Transformer Engine's delayed scaling)."""
-    bf16 = "bf16"
-    fp8 = "fp8"
+Optimizer = make_choice("Optimizer", "train.optimizer: the update and its state (none: inference, no gradients).",
+                        "sgd", "adam", "none")
 
+Precision = make_choice("Precision", "train.precision: bf16 mixed precision, or FP8 GEMMs (Transformer Engine's delayed scaling).",
+                        "bf16", "fp8")
 
-class StepModel(Choice):
-    """train.step_model: PHAZE's step (a sum of stage times) or the timeline of a pipeline schedule."""
-    phaze = "phaze"
-    timeline = "timeline"
+StepModel = make_choice("StepModel", "train.step_model: PHAZE's step (a sum of stage times) or the timeline of a pipeline schedule.",
+                        "phaze", "timeline")
 
+RecomputeGranularity = make_choice("RecomputeGranularity", "train.recompute_granularity: Megatron's per-layer checkpoints, or PHAZE's whole stage.",
+                                   "layer", "stage")
 
-class RecomputeGranularity(Choice):
-    """train.recompute_granularity: Megatron's per-layer checkpoints, or PHAZE's whole stage."""
-    layer = "layer"
-    stage = "stage"
+StageLayers = make_choice("StageLayers", "train.stage_layers: how layers split over pipeline stages (any split, even middle stages, all even).",
+                          "any", "even_middle", "even")
 
+Attention = make_choice("Attention", "model.attention / train.attention: the attention kernel traced.", "eager", "flash")
 
-class StageLayers(Choice):
-    """train.stage_layers: how layers split over pipeline stages (any split, even middle stages, all even)."""
-    any = "any"
-    even_middle = "even_middle"
-    even = "even"
+Backend = make_choice("Backend", "schedule.backend: the layer MILP's solver (auto: Gurobi within its licence, else HiGHS).",
+                      "auto", "gurobi", "highs")
 
+Sampler = make_choice("Sampler", "search.sampler: the search strategy (phaze.search.strategies has one class per value).",
+                      "bound", "grid", "tpe", "nsga2", "pareto")
 
-class Attention(Choice):
-    """model.attention / train.attention: the attention kernel traced."""
-    eager = "eager"
-    flash = "flash"
+Objective = make_choice("Objective", "search.objective: what the study maximises.", "throughput", "throughput_per_tdp")
 
+PlacementSearch = make_choice("PlacementSearch", "search.placement: the placement DP per point (co-design), or each model's expert placement held fixed.",
+                              "searched", "expert")
 
-class Backend(Choice):
-    """schedule.backend: the layer MILP's solver (auto: Gurobi within its licence, else HiGHS)."""
-    auto = "auto"
-    gurobi = "gurobi"
-    highs = "highs"
+CollectiveAlgorithm = make_choice("CollectiveAlgorithm", "cluster.collective_algorithm: how collectives are costed (ring, tree, the faster of the two).",
+                                  "ring", "tree", "best")
 
-
-class Sampler(Choice):
-    """search.sampler: the search strategy (phaze.search.strategies has one class per value)."""
-    bound = "bound"
-    grid = "grid"
-    tpe = "tpe"
-    nsga2 = "nsga2"
-    pareto = "pareto"
-
-
-class Objective(Choice):
-    """search.objective: what the study maximises."""
-    throughput = "throughput"
-    throughput_per_tdp = "throughput_per_tdp"
-
-
-class PlacementSearch(Choice):
-    """search.placement: the placement DP per point (co-design), or each model's expert placement held fixed."""
-    searched = "searched"
-    expert = "expert"
-
-
-class CollectiveAlgorithm(Choice):
-    """cluster.collective_algorithm: how collectives are costed (ring, tree, the faster of the two)."""
-    ring = "ring"
-    tree = "tree"
-    best = "best"
-
-
-class HwKind(Choice):
-    """hw.kind: a grid of candidate chips, or one chip (a preset)."""
-    grid = "grid"
-    point = "point"
+HwKind = make_choice("HwKind", "hw.kind: a grid of candidate chips, or one chip (a preset).", "grid", "point")

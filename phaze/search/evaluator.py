@@ -195,11 +195,11 @@ class SpaceEvaluator:
     def __init__(self, spec):
         self.spec = spec
         """The study's StudySpec (phaze.search.spec)."""
-        self.points = point_table(spec.hw)
+        self.points = point_table(spec.config.hw)
         if self.points.empty:
-            raise ValueError(f"hw={spec.hw.name}: no point of the space fits the area/power budget")
-        self.network = network_for(spec.config.cluster, spec.compat)
-        self.fixed_placement = spec.search.placement == "expert"
+            raise ValueError(f"hw={spec.config.hw.name}: no point of the space fits the area/power budget")
+        self.network = network_for(spec.config.cluster, spec.config.compat)
+        self.fixed_placement = spec.config.search.placement == "expert"
         """Hold every model's expert placement fixed (hardware-only search, as Spotlight-style tools do)."""
         start = time.perf_counter()
         self.models = [ModelEvaluator(job, self.points, self.network) for job in spec.jobs()]
@@ -343,7 +343,7 @@ class SpaceEvaluator:
         placement (`fixed=False`): the preset hw.baseline names, else the TPUv4-like chip under this space's
         constants. Under compat.baseline_in_optimum_run the TPUv4-like chip's expert placement is evaluated in the
         optimum's run (optimum_index, optimum) instead, as PHAZE's is."""
-        hw = self.spec.hw
+        hw = self.spec.config.hw
         if hw.baseline:
             return self.preset_baseline(fixed)
         start = time.perf_counter()
@@ -351,7 +351,7 @@ class SpaceEvaluator:
         results, ilp_s, chip = {}, 0.0, None
         for m in self.models:
             point, run = reference, None
-            if fixed and self.spec.compat.baseline_in_optimum_run and optimum is not None:
+            if fixed and self.spec.config.compat.baseline_in_optimum_run and optimum is not None:
                 point, run = optimum_run(reference, self.point(optimum_index), optimum.results[m.name])
             chip = chip or chip_of(point_axes(hw), point)  # the first model's (others differ only where their optimum fits nothing)
             layers = layer_latencies(m.job, point, m.workloads, self.network)
@@ -375,11 +375,11 @@ class SpaceEvaluator:
 
     def arch_params(self, index: int) -> dict:
         """The point's architecture as a trial's hw.* params."""
-        return chip_params(point_axes(self.spec.hw), self.points.iloc[index])
+        return chip_params(point_axes(self.spec.config.hw), self.points.iloc[index])
 
     def objective_scale(self) -> np.ndarray:
         """Objective per sequence/s of every point: 1, or 1/TDP when search.objective=throughput_per_tdp."""
-        if self.spec.search.objective == "throughput_per_tdp":
+        if self.spec.config.search.objective == "throughput_per_tdp":
             return 1.0 / self.points.tdp_w.to_numpy(dtype=np.float64)
         return np.ones(len(self.points))
 

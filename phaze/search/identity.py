@@ -55,14 +55,14 @@ def storage_url(search) -> str | None:
 def open_study(spec, storage, sampler=None) -> optuna.Study:
     """Create the study of `spec` (a StudySpec), or load it when it exists (a resumed or shared study)."""
     return optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler, load_if_exists=True,
-                               directions=strategy_of(spec.search.sampler).directions)
+                               directions=strategy_of(spec.config.search.sampler).directions)
 
 
 def tracker_for(spec) -> StudyTracker | None:
     """The study's MLflow tracker (None with tracking.enabled=false): its parent run named after the model, space, cluster
     and train preset, with the study's params and the resolved config (config.yaml). `spec`: a StudySpec."""
-    if not spec.tracking.enabled:
+    if not spec.config.tracking.enabled:
         return None
-    return StudyTracker(resolve_tracking_uri(spec.tracking.uri), spec.tracking.experiment, spec.name, flush_every=1,
+    return StudyTracker(resolve_tracking_uri(spec.config.tracking.uri), spec.config.tracking.experiment, spec.name, flush_every=1,
                         run_name=parent_run_name(spec.config, spec.train_preset), params=study_params(spec.config, spec.train_preset),
                         config_yaml=spec.config_yaml)

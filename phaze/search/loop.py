@@ -35,7 +35,7 @@ def n_finished(study: optuna.Study) -> int:
 
 def recover(spec, study: optuna.Study, claims) -> None:
     """Before any worker starts: fail the trials of dead processes and re-propose their points."""
-    fail_dead_trials(study, storage_url(spec.search), int(spec.search.grace_period_s), wait_s=0)
+    fail_dead_trials(study, storage_url(spec.config.search), int(spec.config.search.grace_period_s), wait_s=0)
     requeue_interrupted(study, POINT_PARAM)
     if claims is not None and release_orphan_claims(study, claims, POINT_PARAM):
         study.set_user_attr(EXHAUSTED_ATTR, False)
@@ -50,23 +50,23 @@ def finished(study: optuna.Study) -> bool:
 def search(spec, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyTracker | None, durable: bool,
            progress: bool = False) -> Objective:
     """One worker's loop: trials until the study is done, then the retries of trials that died meanwhile."""
-    strategy = strategy_of(spec.search.sampler)
+    strategy = strategy_of(spec.config.search.sampler)
     multi, ordered = strategy.multi_objective, strategy.ordered
     claims = study.sampler.claims if ordered else None
     objective = Objective(spec, evaluator, strategy, tracker, claims)
     bounded = strategy.branch_and_bound and objective.prune
     if bounded:
         study.sampler.skip = objective.cannot_win
-    total = strategy.n_trials(spec.search, len(evaluator))
+    total = strategy.n_trials(spec.config.search, len(evaluator))
     done_so_far = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     best_so_far = max((t.value for t in done_so_far), default=None) if not multi else None
     first_nth = value_to_beat(done_so_far, objective.top_n) if bounded else None
     seen = {"nth": first_nth, "values": list({t.params[POINT_PARAM]: t.value for t in done_so_far}.values()) if not multi else []}
-    bar = StudyProgress(progress_total(spec.search, evaluator, first_nth) if bounded else max(0, total - n_finished(study)),
+    bar = StudyProgress(progress_total(spec.config.search, evaluator, first_nth) if bounded else max(0, total - n_finished(study)),
                         "points" if bounded else "trials", enabled=progress, settled=first_nth is not None or not bounded,
                         position=(lambda: study.sampler.cursor) if bounded else None,
-                        ahead=points_ahead(spec.search, evaluator, study.sampler, objective.top_n, seen) if bounded else None,
-                        probe=bound_probe(spec.search, evaluator, study.sampler, seen) if bounded else None)
+                        ahead=points_ahead(spec.config.search, evaluator, study.sampler, objective.top_n, seen) if bounded else None,
+                        probe=bound_probe(spec.config.search, evaluator, study.sampler, seen) if bounded else None)
     shown = {"pruned": 0, "best": best_so_far, "trials": 0}
 
     def done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -85,7 +85,7 @@ def search(spec, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyT
                     seen["values"].append(trial.value)
                 bar.trial(trial.duration.total_seconds(), complete, tuple(m[2] for m in trial.user_attrs.get(MILPS_ATTR) or ()))
                 seen["nth"] = nth
-                bar.update(study.sampler.cursor, progress_total(spec.search, evaluator, nth), nth is not None, **postfix)
+                bar.update(study.sampler.cursor, progress_total(spec.config.search, evaluator, nth), nth is not None, **postfix)
             else:
                 shown["trials"] += 1
                 bar.update(shown["trials"], bar.total, **postfix)
@@ -104,12 +104,12 @@ def search(spec, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyT
 
     with graceful_interrupt(study) as interrupt, bar:  # the bar closes on an error too (its thread stops writing)
         if more_to_do() or waiting(study):
-            study.optimize(objective, n_trials=None, timeout=spec.search.timeout_s, callbacks=[done], catch=SKIPPED)
+            study.optimize(objective, n_trials=None, timeout=spec.config.search.timeout_s, callbacks=[done], catch=SKIPPED)
         while durable and not interrupt.requested and (waiting(study) or running(study)):
             if waiting(study):
                 study.optimize(objective, n_trials=len(waiting(study)), callbacks=[done], catch=SKIPPED)
             else:
-                fail_dead_trials(study, storage_url(spec.search), int(spec.search.grace_period_s), wait_s=int(spec.search.grace_period_s))
+                fail_dead_trials(study, storage_url(spec.config.search), int(spec.config.search.grace_period_s), wait_s=int(spec.config.search.grace_period_s))
                 if claims is not None and release_orphan_claims(study, claims, POINT_PARAM):
                     study.set_user_attr(EXHAUSTED_ATTR, False)  # their points are proposed again on resume
         bar.close()
@@ -127,11 +127,11 @@ def failed_numbers(study: optuna.Study) -> set[int]:
 def worker_study(spec, evaluator: SpaceEvaluator, worker: int) -> optuna.Study:
     """The study as seen by one worker: shared storage, this worker's sampler (and seed)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # SKIPPED trials are expected, not worth a warning each
-    url = storage_url(spec.search)
-    strategy = strategy_of(spec.search.sampler)
+    url = storage_url(spec.config.search)
+    strategy = strategy_of(spec.config.search.sampler)
     claims = claims_for(url, spec.name) if strategy.ordered else None
-    sampler = strategy.sampler(spec.search, evaluator, claims=claims, seed_offset=worker)
-    return open_study(spec, make_storage(url, int(spec.search.heartbeat_interval_s), int(spec.search.grace_period_s)), sampler)
+    sampler = strategy.sampler(spec.config.search, evaluator, claims=claims, seed_offset=worker)
+    return open_study(spec, make_storage(url, int(spec.config.search.heartbeat_interval_s), int(spec.config.search.grace_period_s)), sampler)
 
 
 def work(spec, evaluator: SpaceEvaluator, worker: int) -> None:

@@ -32,15 +32,15 @@ class Objective:
     """Optuna objective: prune by bounds, else evaluate; every trial logs its MLflow child run before it ends."""
 
     def __init__(self, spec, evaluator: SpaceEvaluator, strategy: Strategy, tracker: StudyTracker | None = None, claims=None):
-        self.search = spec.search
+        self.search = spec.config.search
         self.ev = evaluator
         self.tracker = tracker
         self.strategy = strategy
         self.multi = strategy.multi_objective
         self.claims = claims
         self.scales = evaluator.objective_scale()
-        self.prune = bool(spec.search.prune)
-        self.top_n = top_n_of(spec.search)
+        self.prune = bool(spec.config.search.prune)
+        self.top_n = top_n_of(spec.config.search)
         self.full_evals: dict[int, Evaluation] = {}
 
     def scale(self, index: int) -> float:

@@ -122,7 +122,7 @@ def exact_fronts(spec, progress: bool = True) -> tuple[SpaceEvaluator, list[Fron
     """Both exact fronts of the space of `spec` (a StudySpec; throughput against area, and against TDP), resumable from
     search.storage."""
     ev = SpaceEvaluator(spec)
-    search = spec.search
+    search = spec.config.search
     storage = make_storage(storage_url(search), int(search.heartbeat_interval_s), int(search.grace_period_s))
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     studies = {cost: optuna.create_study(study_name=f"{spec.name}-front-{cost}", storage=storage, direction="maximize",

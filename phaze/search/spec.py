@@ -10,7 +10,7 @@ from phaze.checks.storage import check_storage
 from phaze.checks.tracking import check_tracking
 from phaze.inputs import ModelJob, per_model
 from phaze.search.identity import storage_url
-from phaze.schema import CompatCfg, Config, HwCfg, SearchCfg, TrackingCfg
+from phaze.schema import Config, HwCfg
 
 
 @dataclass(frozen=True)
@@ -33,22 +33,6 @@ class StudySpec:
         check_storage(storage_url(config.search))
         check_tracking(config.tracking)
         return cls(config, baseline_hw, config_yaml, train_preset)
-
-    @property
-    def search(self) -> SearchCfg:
-        return self.config.search
-
-    @property
-    def hw(self) -> HwCfg:
-        return self.config.hw
-
-    @property
-    def tracking(self) -> TrackingCfg:
-        return self.config.tracking
-
-    @property
-    def compat(self) -> CompatCfg:
-        return self.config.compat
 
     @cached_property
     def name(self) -> str:

@@ -72,9 +72,9 @@ def optimize(spec: StudySpec, evaluator: SpaceEvaluator, tracker: StudyTracker |
     process's full evaluations, the value of `first`, (function, args) that the study does not wait on, called as
     WorkerPool.run_first does, or None without it)."""
     study = worker_study(spec, evaluator, worker=0)
-    durable = storage_url(spec.search) is not None
+    durable = storage_url(spec.config.search) is not None
     if durable:
-        recover(spec, study, study.sampler.claims if strategy_of(spec.search.sampler).ordered else None)
+        recover(spec, study, study.sampler.claims if strategy_of(spec.config.search.sampler).ordered else None)
     if tracker is not None:
         tracker.close_failed(failed_numbers(study))
 
@@ -103,7 +103,7 @@ def model_optima(evaluator: SpaceEvaluator, progress: bool, pool: WorkerPool) ->
         alone = evaluator.single(k)
         study, _, _ = optimize(alone.spec, alone, None, progress, pool)
         if finished(study) and any(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
-            caps[k] = to_beat(alone.spec.search, study.best_value)
+            caps[k] = to_beat(alone.spec.config.search, study.best_value)
     return caps
 
 
@@ -114,11 +114,11 @@ def run_study(spec: StudySpec, tracker: StudyTracker | None = None, progress: bo
     at every point (no point beats a model's optimum): the mean of the caps bounds every point far tighter than
     the work bound, which leaves out gradient synchronisation and pipeline bubbles."""
     start = time.perf_counter()
-    search = spec.search
+    search = spec.config.search
     with WorkerPool(int(search.n_workers)) as pool, ExitStack() as stack:  # one set of worker processes for every study of the run
         evaluator = SpaceEvaluator(spec)
         beside = stack.enter_context(SideJob(baselines, (evaluator,))) if baseline_beside(spec) else None
-        first = (baselines, (evaluator,)) if beside is None and not spec.compat.baseline_in_optimum_run else None
+        first = (baselines, (evaluator,)) if beside is None and not spec.config.compat.baseline_in_optimum_run else None
         if uses_model_caps(search, evaluator):
             evaluator.cap_models(model_optima(evaluator, progress, pool))
         study, full_evals, early = optimize(spec, evaluator, tracker, progress, pool, first)
@@ -145,7 +145,7 @@ def baseline_beside(spec: StudySpec) -> bool:
     a worker's, a third process slowed two workers down: 74.1 s against 71.5 s, docs/scaling.md; the last worker then
     computes it before its share of the study, WorkerPool.run_first), and only when it does not wait on the study's
     optimum (compat.baseline_in_optimum_run)."""
-    return int(spec.search.n_workers) < usable_cores() and not spec.compat.baseline_in_optimum_run
+    return int(spec.config.search.n_workers) < usable_cores() and not spec.config.compat.baseline_in_optimum_run
 
 
 def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optimum: Evaluation | None = None) -> tuple[Evaluation, Evaluation | None]:
@@ -153,7 +153,7 @@ def baselines(evaluator: SpaceEvaluator, optimum_index: int | None = None, optim
     They do not depend on the study (except under compat.baseline_in_optimum_run, given the optimum), so run_study
     has a process beside the study compute them on a core the workers leave idle (baseline_beside)."""
     fixed = evaluator.baseline(optimum_index=optimum_index, optimum=optimum)
-    return fixed, evaluator.baseline(fixed=False) if evaluator.spec.hw.baseline else None
+    return fixed, evaluator.baseline(fixed=False) if evaluator.spec.config.hw.baseline else None
 
 
 def n_passed_over(search, study: optuna.Study, evaluator: SpaceEvaluator, best_value: float | None) -> int:
@@ -173,7 +173,7 @@ def trials_frame(outcome: StudyOutcome) -> pd.DataFrame:
     rows = []
     for t in outcome.study.get_trials(deepcopy=False):
         i = t.params.get(POINT_PARAM)
-        bound, stage = pruned_by(t, outcome.evaluator.spec.search.objective)
+        bound, stage = pruned_by(t, outcome.evaluator.spec.config.search.objective)
         rows.append({
             "trial": t.number, "point": i, "state": t.state.name, "status": trial_status(t),
             "value": t.values[0] if t.values else np.nan, "bound": bound,

@@ -140,8 +140,6 @@ def shard_experts(experts: torch.nn.Module, ep: int, tp: int, routing: Routing) 
     """One device's slice of a fused-weight experts module: num_experts / ep experts, each with 1/tp of its
     FFN width (expert tensor parallelism = the TP width, Megatron-Core's default), and its Routing."""
     num_experts = experts.down_proj.shape[0]
-    if num_experts % ep:
-        raise ValueError(f"placement.ep={ep} does not divide model.num_experts={num_experts}")
     ffn = experts.down_proj.shape[2]
     if ffn % tp:
         raise ValueError(f"tensor-parallel width {tp} does not divide model.expert_ffn_hidden_size={ffn}")
