@@ -251,7 +251,7 @@ def test_with_a_worker_per_core_the_last_worker_computes_the_baseline(base, tmp_
     monkeypatch.setattr("phaze.search.study.usable_cores", lambda: 2)
     cfg = compose_config(*base, "model.expert.pp=2", "model.expert.dp=8", "model.expert.tp=1", "search.n_workers=2",
                          f"search.storage=sqlite:///{tmp_path / 'studies.db'}")
-    assert not baseline_beside(cfg)
+    assert not baseline_beside(study_spec(cfg))
 
     def not_here(*args, **kwargs):
         raise AssertionError("the launcher computed the baseline")
@@ -269,9 +269,9 @@ def test_the_baseline_goes_beside_the_study_only_on_a_spare_core(base):
     """A side process computes the baseline only where the workers leave a core idle, and never when the baseline
     needs the study's optimum (compat.baseline_in_optimum_run)."""
     cores = usable_cores()
-    assert baseline_beside(compose_config(*base, "search.n_workers=1")) == (cores > 1)
-    assert not baseline_beside(compose_config(*base, f"search.n_workers={cores}"))
-    assert not baseline_beside(compose_config(*base, "search.n_workers=1", "compat.baseline_in_optimum_run=true"))
+    assert baseline_beside(study_spec(compose_config(*base, "search.n_workers=1"))) == (cores > 1)
+    assert not baseline_beside(study_spec(compose_config(*base, f"search.n_workers={cores}", "search.storage=sqlite:///unused.db")))
+    assert not baseline_beside(study_spec(compose_config(*base, "search.n_workers=1", "compat.baseline_in_optimum_run=true")))
 
 
 def test_a_preset_baseline_is_the_preset_evaluated_alone(base):
