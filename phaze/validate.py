@@ -4,6 +4,7 @@ placement and compares with what was measured.
     python -m phaze.validate                                   # docs/validation_runs.csv
     python -m phaze.validate validate.runs=my_runs.csv         # any file with the same columns
     python -m phaze.validate validate.markdown=docs/validation.md
+    python -m phaze.validate validate.record_first_seen=true   # new rows: their prediction and the commit, first
 
 Prints predicted vs measured tokens/s per GPU (and memory per GPU where the source publishes it), the
 iteration-time ratios of paired runs, then the median and maximum absolute error and the runs the model finds
@@ -25,15 +26,17 @@ from phaze.kernels import start_warm_up
 from phaze.config_check import check_output_file, check_tracking, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.report.validation import (
-    comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path, run_config,
+    REPO, comparison_figure, comparison_table, compare, error_summary, load_runs, ratio_table, resolve_runs_path, run_config,
 )
+from phaze.report.first_seen import code_commit, first_seen_line, first_seen_summary, record
 from phaze.report.validation_page import infeasible_count, markdown_page
 
 
 def summary_lines(summary: dict, comparisons: list) -> list[str]:
     """The error summary, then the rows the model finds infeasible (results like the others: they ran, the model says
     they would not fit)."""
-    lines = [f"median absolute error {summary['median_abs_error']:.1%}, max {summary['max_abs_error']:.1%} over {summary['n_runs']} runs"]
+    lines = [f"median absolute error {summary['median_abs_error']:.1%}, max {summary['max_abs_error']:.1%} over {summary['n_runs']} runs, "
+             f"signed median {summary['median_signed_error']:+.1%}"]
     if "n_memory" in summary:
         lines.append(f"memory: median absolute error {summary['median_abs_memory_error']:.1%}, max {summary['max_abs_memory_error']:.1%} "
                      f"over {summary['n_memory']} published figures")
@@ -57,6 +60,7 @@ def main(cfg) -> None:
         runs = load_runs(path)
     except ValueError as e:
         raise ConfigError(f"validate.runs={cfg.validate.runs!r}: {e}") from None
+    commit = code_commit(REPO) if cfg.validate.record_first_seen else None  # refused before any run is evaluated
     start = time.perf_counter()
     records = runs.to_dict("records")
     configs = [run_config(run, cfg.cache_dir) for run in records]  # every run checked before any is evaluated
@@ -66,6 +70,12 @@ def main(cfg) -> None:
     table = comparison_table(comparisons, runs)
     ratios = ratio_table(comparisons, runs)
     summary = error_summary(comparisons)
+    now = {c.run_id: c.ratio for c in comparisons}
+    if commit is not None:
+        recorded = record(path, now, commit)
+        print(f"recorded the first-seen predictions of {len(recorded)} runs at commit {commit} in {path}")
+        runs = load_runs(path)
+    first_seen = first_seen_summary(runs, now)
     print(table.drop(columns=["source"]).to_string(index=False))
     if len(ratios):
         print("\niteration-time ratios of paired runs")
@@ -73,8 +83,9 @@ def main(cfg) -> None:
     print()
     for line in summary_lines(summary, comparisons):
         print(line)
+    print(first_seen_line(first_seen).replace("**", ""))
     if cfg.validate.markdown:
-        page = markdown_page(table, ratios, summary, str(cfg.validate.runs), elapsed_s)
+        page = markdown_page(table, ratios, summary, str(cfg.validate.runs), elapsed_s, first_seen)
         out = Path(cfg.validate.markdown)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page)
@@ -85,7 +96,7 @@ def main(cfg) -> None:
         uri = resolve_tracking_uri(cfg.tracking.uri)
         run_id = log_summary_run(
             uri, cfg.tracking.experiment, "validation", {"runs": str(cfg.validate.runs), "n_runs": len(comparisons)},
-            {**summary, "wall_s": elapsed_s}, OmegaConf.to_yaml(cfg), tags={"phaze_role": "validation"},
+            {**summary, **first_seen, "wall_s": elapsed_s}, OmegaConf.to_yaml(cfg), tags={"phaze_role": "validation"},
             tables={"validation.csv": table, "ratios.csv": ratios}, figures={"predicted_vs_measured.png": comparison_figure(comparisons)},
         )
         print(f"logged to MLflow run {run_id} (experiment {cfg.tracking.experiment})")

@@ -85,10 +85,13 @@ def test_a_run_the_model_finds_infeasible_is_a_result_counted_with_the_others():
     assert summary["n_runs"] == 2 and summary["n_infeasible"] == 1
     assert summary["median_abs_error"] == pytest.approx(0.2) and summary["max_abs_error"] == pytest.approx(0.3)
     lines = summary_lines(summary, [fits, over])
-    assert lines[0] == "median absolute error 20.0%, max 30.0% over 2 runs"
+    assert summary["median_signed_error"] == pytest.approx(0.2)
+    assert lines[0] == "median absolute error 20.0%, max 30.0% over 2 runs, signed median +20.0%"
     assert lines[1:] == ["1 run infeasible in the model (they ran); counted above at their plan's time per batch:",
                          f"  {KORTHIKANTI_22B[1]}: stage(s) [0] exceed HBM"]
-    page = markdown_page(comparison_table([fits, over], runs), ratio_table([fits, over], runs), summary, "runs.csv", 1.0)
+    page = markdown_page(comparison_table([fits, over], runs), ratio_table([fits, over], runs), summary, "runs.csv", 1.0, {"n_first_seen": 0})
+    assert "over 2 runs (targets: under 7% and 20%); signed median +20.0% (positive: predicted too fast)" in page
+    assert "**First seen**: no run carries a first-seen prediction yet" in page
     assert f"**1 run infeasible in the model (they ran)**: {KORTHIKANTI_22B[1]} (the `infeasible` column says why)" in page
 
 

@@ -28,6 +28,7 @@ from phaze.config_check import check_choices, check_config, one_line  # noqa: E4
 from phaze.config_values import ConfigError  # noqa: E402
 from phaze.hardware.space import enumerate_space  # noqa: E402
 from phaze.pipeline import evaluate_point  # noqa: E402
+from phaze.report.first_seen import FIRST_SEEN_COLUMNS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS_CSV = REPO / "docs" / "validation_runs.csv"
@@ -42,7 +43,7 @@ empty when it is there for its memory figure (measured_memory_gib) only."""
 MOE_COLUMNS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "ep")
 """A mixture of experts' architecture, routing assumption and expert-parallel width (empty for a dense run)."""
 OPTIONAL_COLUMNS = ("activation", "dropout", "tie_word_embeddings", "measured_memory_gib", "memory_measure", "ratio_of", "overrides",
-                    "source", "table", "notes", "precision") + MOE_COLUMNS
+                    "source", "table", "notes", "precision") + MOE_COLUMNS + FIRST_SEEN_COLUMNS
 """Columns a runs file may have; empty when absent."""
 FAMILY_BASES = {"gpt2": "gpt2", "llama": "llama2", "starcoder2": "llama2", "opt": "opt", "bert": "bertlarge",
                 "mixtral": "mixtral_8x7b", "qwen2_moe": "qwen_moe_a2.7b", "olmoe": "olmoe_1b_7b", "deepseek_v2": "deepseek_v2_lite"}
@@ -198,12 +199,14 @@ def short_source(source: str, table: str) -> str:
 
 
 def error_summary(comparisons: list[Comparison]) -> dict:
-    """Median and maximum absolute throughput error over the runs that publish throughput, the same for memory over
-    those that publish it, and how many runs the model finds infeasible (counted in the errors at their plan's time)."""
-    errors = np.array([abs(c.ratio - 1.0) for c in comparisons if not math.isnan(c.measured_tokens_s_gpu)])
+    """Median and maximum absolute throughput error over the runs that publish throughput and the signed median
+    (positive: predicted too fast), the same for memory over those that publish it, and how many runs the model finds
+    infeasible (counted in the errors at their plan's time)."""
+    signed = np.array([c.ratio - 1.0 for c in comparisons if not math.isnan(c.measured_tokens_s_gpu)])
+    errors = np.abs(signed)
     mem = np.array([abs(c.memory_ratio - 1.0) for c in comparisons if not math.isnan(c.measured_memory_gib)])
     out = {"n_runs": len(errors), "median_abs_error": float(np.median(errors)), "max_abs_error": float(errors.max()),
-           "n_infeasible": sum(1 for c in comparisons if c.reason)}
+           "median_signed_error": float(np.median(signed)), "n_infeasible": sum(1 for c in comparisons if c.reason)}
     if len(mem):
         out.update({"n_memory": len(mem), "median_abs_memory_error": float(np.median(mem)), "max_abs_memory_error": float(mem.max())})
     return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from phaze.report.first_seen import first_seen_line
+
 COLUMNS_DOC = """Columns of a runs file (`validate.runs=<path>` takes any file with them): the architecture
 (`family` gpt2 | llama | starcoder2 | mixtral | qwen2_moe | olmoe | deepseek_v2, `num_layers`, `hidden_size`, `num_heads`,
 `num_kv_heads`, `ffn_hidden_size`, `vocab_size`, `seq_len`; optional `activation`, `tie_word_embeddings`; for a
@@ -15,7 +17,9 @@ placement (`tp`, `pp`, `dp`, `cp`, `vp`, `mbs`, `global_batch`, `recompute` none
 `sp`, `zero`, `tp_comm_overlap`, `attention` eager | flash; optional `precision` bf16 | fp8), the measurement
 (`measured_tokens_per_s_per_gpu`; optional `measured_memory_gib`, `memory_measure`), optional
 `ratio_of` (another run whose iteration time this one's is compared with), `overrides` (extra Hydra
-overrides, e.g. `hw.hbm_gib=40` for an A100 40GB) and the citation (`source`, `table`, `notes`)."""
+overrides, e.g. `hw.hbm_gib=40` for an A100 40GB), the citation (`source`, `table`, `notes`), and the prediction made
+when the run was first seen, before any change it motivated (`first_seen_ratio`, `first_seen_commit`: written by
+`validate.record_first_seen=true`)."""
 
 
 def framework_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -65,8 +69,9 @@ def infeasible_line(table: pd.DataFrame) -> str:
             "results like the others and counted in the errors above, at the time per batch of their published plan.")
 
 
-def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs_name: str, elapsed_s: float) -> str:
-    """The report: every run predicted vs measured, the paired-run ratios, and the error summary."""
+def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs_name: str, elapsed_s: float, first_seen: dict) -> str:
+    """The report: every run predicted vs measured, the paired-run ratios, the error summary and the first-seen
+    predictions' (phaze.report.first_seen)."""
     lines = [
         "# Validation against measured training runs (GPUs and TPU v4)",
         "",
@@ -80,7 +85,10 @@ def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs
         table.to_markdown(index=False),
         "",
         f"**Median absolute error: {summary['median_abs_error']:.1%}; maximum: {summary['max_abs_error']:.1%}** "
-        f"over {summary['n_runs']} runs (targets: under 7% and 20%).",
+        f"over {summary['n_runs']} runs (targets: under 7% and 20%); signed median {summary['median_signed_error']:+.1%} "
+        "(positive: predicted too fast).",
+        "",
+        first_seen_line(first_seen),
     ]
     if infeasible_line(table):
         lines += ["", infeasible_line(table)]

@@ -65,6 +65,9 @@ class ValidateOptions:
     runs: str = "docs/validation_runs.csv"
     # Write the markdown report here too (docs/validation.md); null: print and log only.
     markdown: Optional[str] = None
+    # Write each measured run's prediction and the commit into the runs file where it has none yet (first_seen_ratio,
+    # first_seen_commit): run once on new rows, before changing anything they motivate (phaze.report.first_seen).
+    record_first_seen: bool = False
 
 
 @dataclass
