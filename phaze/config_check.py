@@ -26,6 +26,7 @@ from phaze.checks.tracking import check_tracking
 from phaze.config import CONF_DIR, attach_models, presets, study_spec
 from phaze.config_values import ConfigError
 from phaze.job_output import discard_job_output
+from phaze.search.spec import StudySpec
 
 EXIT_CONFIG = 2
 """Exit status of a job stopped by a bad config (the command-line usage error of argparse and getopt)."""
@@ -33,10 +34,12 @@ SCHEMA_PREFIX = "base_"
 """Group entries that are schemas registered by phaze.schema, not choices (base_model, base_hw, ...)."""
 
 
-def check_config(cfg) -> None:
-    """Raise ConfigError for the first invalid value of the job config: building its typed inputs checks it (each
+def check_config(cfg) -> StudySpec:
+    """The job config's StudySpec, or ConfigError for its first invalid value: building its typed inputs checks it (each
     group's own rules as the typed config is built, the study's as its StudySpec is, each model's as its ModelJob is)."""
-    study_spec(cfg).jobs()
+    spec = study_spec(cfg)
+    spec.jobs()
+    return spec
 
 
 def one_line(error: BaseException) -> str:
@@ -116,12 +119,12 @@ def check_choices(overrides) -> None:
                               f"allowed values for {group}: {', '.join(presets(group))}")
 
 
-def checked(cfg, overrides=()):
-    """The entry points' job config: cfg with the models of a `model=[a,b,...]` override (attach_models), checked."""
+def checked(cfg, overrides=()) -> tuple:
+    """The entry points' job config, checked: cfg with the models of a `model=[a,b,...]` override (attach_models), and
+    its StudySpec (check_config), so that the entry point builds and checks it once."""
     check_choices(overrides)
     cfg = attach_models(cfg, overrides)
-    check_config(cfg)
-    return cfg
+    return cfg, check_config(cfg)
 
 
 __all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "SCHEMA_PREFIX", "check_choices", "check_config", "check_output_file",

@@ -25,7 +25,7 @@ import optuna
 from sqlalchemy.engine import make_url
 
 import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
-from phaze.config import model_job, study_spec
+from phaze.config import model_job
 from phaze.config_check import check_output_folder, checked, refusing_bad_config, run_cli
 from phaze.config_values import ConfigError
 from phaze.hardware.space import enumerate_space
@@ -36,9 +36,8 @@ from phaze.search.evaluator import SpaceEvaluator
 from phaze.search.study import POINT_PARAM, storage_url
 
 
-def study_result(cfg):
-    """The placement of the best trial of cfg's study (ConfigError when there is no such study or no finished trial)."""
-    spec = study_spec(cfg)
+def study_result(spec):
+    """The placement of the best trial of the study `spec` (ConfigError when there is no such study or no finished trial)."""
     url = storage_url(spec.config.search)
     name = spec.name
     missing = ConfigError(f"search.storage={url!r}: no study {name!r} there; run `python -m phaze.run` with the same overrides "
@@ -79,14 +78,14 @@ def refusal(cfg, plan: LaunchPlan, preset: str) -> str | None:
     return f"{field}: Megatron-LM cannot run this plan: {breach}; {hint}"
 
 
-def plan_result(cfg):
-    """The placement to export: a fixed one on a chip preset, else the study's best."""
+def plan_result(cfg, spec):
+    """The placement to export: a fixed one on a chip preset, else the best of the study `spec` (cfg's)."""
     if is_fixed(cfg.placement):
         points = enumerate_space(cfg.hw)
         if len(points) != 1:
             raise ConfigError(f"hw={cfg.hw.name} has {len(points)} points; a fixed placement is exported on one chip (hw=a100, hw=h100, ...)")
         return evaluate_point(model_job(cfg), points)
-    return study_result(cfg)
+    return study_result(spec)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -94,12 +93,12 @@ def plan_result(cfg):
 def main(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    cfg = checked(cfg, HydraConfig.get().overrides.task)
+    cfg, spec = checked(cfg, HydraConfig.get().overrides.task)
     preset = HydraConfig.get().runtime.choices.get("train", "")
     if cfg.get("models"):
         raise ConfigError("models: export one model's plan at a time (model=<name>)")
     check_output_folder(cfg.export.dir, "export.dir")
-    result = plan_result(cfg)
+    result = plan_result(cfg, spec)
     if result is None or not result.feasible:
         print(f"no feasible placement to export{': ' + result.reason if result is not None else ''}", file=sys.stderr)
         sys.exit(1)

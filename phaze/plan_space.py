@@ -175,7 +175,7 @@ class PlanSpace:
         (phaze.checks.placement)."""
         check_widths(cfg)
         values = {name: tuple(options(cfg, name)) for name in DIMENSIONS}
-        check_placement(cfg, {name: list(v) for name, v in values.items()}, fixed_microbatches(cfg))
+        check_placement(cfg, values, fixed_microbatches(cfg))
         fixed = fixed_plans(cfg)
         return cls(values, tuple(recompute_options(cfg.train.recompute)),
                    tuple(layer_variants(cfg, bool(cfg.hw.inter_op_parallel))), placement_space(cfg), None if fixed is None else tuple(fixed))

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 
 import phaze.config  # noqa: F401  (registers the structured configs with Hydra)
-from phaze.config import model_job, models_of, study_spec
+from phaze.config import model_job, models_of
 from phaze.config_check import checked, refusing_bad_config, run_cli
 from phaze.kernels import start_warm_up
 from phaze.report.breakdown import best_explanations, breakdown_figure
@@ -42,10 +42,9 @@ def phaze_world(cfg) -> bool:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 @refusing_bad_config
 def main(cfg) -> None:
-    cfg = checked(cfg, HydraConfig.get().overrides.task)
+    cfg, spec = checked(cfg, HydraConfig.get().overrides.task)
     start_warm_up()
     with ThreadPoolExecutor(1, thread_name_prefix="phaze-mlflow") as background:
-        spec = study_spec(cfg)
         tracker_soon = background.submit(tracker_for, spec)  # MLflow's parent run is created while the workloads are traced
         summaries = model_summaries(cfg)
         tracker = tracker_soon.result()

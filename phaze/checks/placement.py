@@ -62,7 +62,7 @@ def check_dimensions(config, values: dict) -> None:
                               f"divisible by pp x vp = {p.pp} x {vp}; allowed with placement.pp={p.pp}: {allowed if p.pp >= 2 else [1]}")
 
 
-def check_layers_per_stage(config, vps: list[int]) -> None:
+def check_layers_per_stage(config, vps) -> None:
     """placement.layers_per_stage: one count per pipeline stage (pp x vp chunks), the layers summing to the model's,
     every stage but the first and last (which hold the embedding and the loss) with a layer."""
     p, num_layers = config.placement, config.model.num_layers

@@ -4,7 +4,6 @@ on them now (a model fitted to its runs is right on them now, not when it first 
 
 from __future__ import annotations
 
-import math
 import subprocess
 from pathlib import Path
 
@@ -38,12 +37,6 @@ def code_commit(repo: Path) -> str:
     return git("rev-parse", "--short", "HEAD")
 
 
-def unrecorded(runs: pd.DataFrame) -> pd.Series:
-    """The runs with a measured throughput and no first-seen prediction yet."""
-    ratio = runs["first_seen_ratio"] if "first_seen_ratio" in runs else pd.Series("", index=runs.index)
-    return (runs["measured_tokens_per_s_per_gpu"] != "") & (ratio == "")
-
-
 def record(path: Path, ratios: dict[str, float], commit: str) -> list[str]:
     """Write `ratios` (run id -> predicted / measured) as first-seen predictions at `commit` into the runs file at
     `path`, for the runs that have none yet (recorded ones are never overwritten); the ids recorded."""
@@ -51,7 +44,7 @@ def record(path: Path, ratios: dict[str, float], commit: str) -> list[str]:
     for column in FIRST_SEEN_COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
-    todo = unrecorded(frame) & frame["id"].isin([k for k, v in ratios.items() if not math.isnan(v)])
+    todo = (frame["measured_tokens_per_s_per_gpu"] != "") & (frame["first_seen_ratio"] == "") & frame["id"].isin(ratios)
     frame.loc[todo, "first_seen_ratio"] = [f"{ratios[i]:.{RATIO_DIGITS}f}" for i in frame.loc[todo, "id"]]
     frame.loc[todo, "first_seen_commit"] = commit
     frame.to_csv(path, index=False)
@@ -59,9 +52,10 @@ def record(path: Path, ratios: dict[str, float], commit: str) -> list[str]:
 
 
 def first_seen_summary(runs: pd.DataFrame, ratios: dict[str, float]) -> dict:
-    """Over the runs with a first-seen prediction: how many, their median absolute error then and now (`ratios`: run
-    id -> predicted / measured now), and the signed median then (positive: predicted too fast)."""
-    seen = runs[runs["first_seen_ratio"] != ""] if "first_seen_ratio" in runs else runs.iloc[:0]
+    """Over the runs with a first-seen prediction (`runs`: a runs file as load_runs reads it): how many, their median
+    absolute error then and now (`ratios`: run id -> predicted / measured now), and the signed median then (positive:
+    predicted too fast)."""
+    seen = runs[runs["first_seen_ratio"] != ""]
     if seen.empty:
         return {"n_first_seen": 0}
     then = seen["first_seen_ratio"].astype(float).to_numpy()
