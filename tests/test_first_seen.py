@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from phaze.config_values import ConfigError
-from phaze.report.first_seen import code_commit, first_seen_line, first_seen_summary, record
+from phaze.report.first_seen import IN_SAMPLE, code_commit, first_seen_line, first_seen_summary, record
 from phaze.report.validation import RUNS_CSV, load_runs
 
 
 def runs_file(tmp_path):
-    """Three runs: a measured one, one already recorded, one with a memory figure only."""
-    frame = pd.DataFrame({"id": ["new", "seen", "memory_only"], "measured_tokens_per_s_per_gpu": ["100", "200", ""],
-                          "first_seen_ratio": ["", "1.2500", ""], "first_seen_commit": ["", "abc1234", ""]})
+    """Four runs: a measured one, one already recorded, one with a memory figure only, one the model was built against."""
+    frame = pd.DataFrame({"id": ["new", "seen", "memory_only", "built_on"], "measured_tokens_per_s_per_gpu": ["100", "200", "", "300"],
+                          "first_seen_ratio": ["", "1.2500", "", ""], "first_seen_commit": ["", "abc1234", "", IN_SAMPLE]})
     path = tmp_path / "runs.csv"
     frame.to_csv(path, index=False)
     return path
@@ -24,10 +24,10 @@ def runs_file(tmp_path):
 
 def test_record_fills_only_new_measured_runs_and_keeps_recorded_ones(tmp_path):
     path = runs_file(tmp_path)
-    assert record(path, {"new": 1.1234567, "seen": 0.9, "memory_only": float("nan")}, "def5678") == ["new"]
+    assert record(path, {"new": 1.1234567, "seen": 0.9, "memory_only": float("nan"), "built_on": 1.3}, "def5678") == ["new"]
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    assert frame.first_seen_ratio.tolist() == ["1.1235", "1.2500", ""]
-    assert frame.first_seen_commit.tolist() == ["def5678", "abc1234", ""]
+    assert frame.first_seen_ratio.tolist() == ["1.1235", "1.2500", "", ""]
+    assert frame.first_seen_commit.tolist() == ["def5678", "abc1234", "", IN_SAMPLE]
     assert record(path, {"new": 2.0, "seen": 2.0}, "0000000") == []  # recorded once: a later model never rewrites it
 
 
@@ -51,14 +51,18 @@ def test_summary_of_first_seen_runs_then_and_now(tmp_path):
     assert first_seen_summary(frame.iloc[3:], {"d": 2.0}) == {"n_first_seen": 0}
 
 
-def test_the_project_runs_file_carries_the_columns_and_its_runs_are_in_sample():
-    """docs/validation_runs.csv has the columns; its 58 runs with a measured throughput (and 4 with a memory figure only)
-    are the ones the model was built against, so none has a first-seen prediction (a run added later gets one before
-    anything it motivates)."""
+def test_the_project_runs_file_carries_the_columns_and_marks_the_runs_it_was_built_on():
+    """docs/validation_runs.csv has the columns; the 58 runs with a measured throughput the model was built against are
+    marked in-sample and carry no first-seen prediction; every run added since carries one (recorded before anything
+    it motivates)."""
     header = RUNS_CSV.read_text().splitlines()[0].split(",")
     assert header[-2:] == ["first_seen_ratio", "first_seen_commit"]
     runs = load_runs()
-    assert (runs.measured_tokens_per_s_per_gpu != "").sum() == 58 and (runs.first_seen_ratio == "").all()
+    measured = runs[runs.measured_tokens_per_s_per_gpu != ""]
+    in_sample = measured[measured.first_seen_commit == IN_SAMPLE]
+    assert len(in_sample) == 58 and (in_sample.first_seen_ratio == "").all()
+    added = measured[measured.first_seen_commit != IN_SAMPLE]
+    assert (added.first_seen_ratio != "").all() and (added.first_seen_commit.str.fullmatch("[0-9a-f]{7,}")).all()
 
 
 def git(repo, *args):

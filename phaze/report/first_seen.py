@@ -18,6 +18,9 @@ CODE_PATHS = ("phaze", "conf")
 """What makes a prediction: a first-seen one is recorded only where these are as the commit has them."""
 RATIO_DIGITS = 4
 FIELD = "validate.record_first_seen"
+IN_SAMPLE = "in-sample"
+"""`first_seen_commit` of a run the model was built against: it never gets a first-seen prediction (the 58 runs of
+the runs file before first-seen bookkeeping began)."""
 
 
 def code_commit(repo: Path) -> str:
@@ -39,12 +42,14 @@ def code_commit(repo: Path) -> str:
 
 def record(path: Path, ratios: dict[str, float], commit: str) -> list[str]:
     """Write `ratios` (run id -> predicted / measured) as first-seen predictions at `commit` into the runs file at
-    `path`, for the runs that have none yet (recorded ones are never overwritten); the ids recorded."""
+    `path`, for the runs that have none yet and are not marked IN_SAMPLE (recorded ones are never overwritten); the ids
+    recorded."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     for column in FIRST_SEEN_COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
-    todo = (frame["measured_tokens_per_s_per_gpu"] != "") & (frame["first_seen_ratio"] == "") & frame["id"].isin(ratios)
+    todo = ((frame["measured_tokens_per_s_per_gpu"] != "") & (frame["first_seen_ratio"] == "") & (frame["first_seen_commit"] == "")
+            & frame["id"].isin(ratios))
     frame.loc[todo, "first_seen_ratio"] = [f"{ratios[i]:.{RATIO_DIGITS}f}" for i in frame.loc[todo, "id"]]
     frame.loc[todo, "first_seen_commit"] = commit
     frame.to_csv(path, index=False)

@@ -19,7 +19,8 @@ placement (`tp`, `pp`, `dp`, `cp`, `vp`, `mbs`, `global_batch`, `recompute` none
 `ratio_of` (another run whose iteration time this one's is compared with), `overrides` (extra Hydra
 overrides, e.g. `hw.hbm_gib=40` for an A100 40GB), the citation (`source`, `table`, `notes`), and the prediction made
 when the run was first seen, before any change it motivated (`first_seen_ratio`, `first_seen_commit`: written by
-`validate.record_first_seen=true`)."""
+`validate.record_first_seen=true`; `first_seen_commit` is `in-sample` for the runs the model was built against, which
+never get one)."""
 
 
 def framework_table(table: pd.DataFrame) -> pd.DataFrame:
