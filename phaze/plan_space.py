@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
-from phaze.checks.placement import check_placement, check_widths
+from phaze.checks.placement import check_placement, check_widths, interleaves_evenly_or_as_listed
 from phaze.config_values import ConfigError, bools, positive_ints, recompute_options, zero_stages
 from phaze.placement.solve import Space
 from phaze.workload.model_rules import valid_ep
@@ -66,7 +66,7 @@ def fitting_values(cfg, name: str, values: list) -> list:
     rules = {
         "cp": (lambda cp: p.dp * p.pp * p.tp * cp <= cfg.cluster.devices or p.dp * p.pp * p.tp > cfg.cluster.devices,
                f"dp x pp x tp x cp = {p.dp * p.pp * p.tp} x cp at most cluster.devices={cfg.cluster.devices}"),
-        "vp": (lambda vp: vp == 1 or (p.pp >= 2 and model.num_layers % (p.pp * vp) == 0),
+        "vp": (lambda vp: vp == 1 or (p.pp >= 2 and interleaves_evenly_or_as_listed(p, model.num_layers, vp)),
                f"vp 1, or pp >= 2 and model.num_layers={model.num_layers} divisible by pp x vp = {p.pp} x vp (Megatron's interleaved schedule)"),
         "ep": (lambda ep: p.dp % ep == 0 and (ep == 1 or p.zero is None or p.zero <= 1),
                f"ep dividing placement.dp={p.dp}" + (f", and 1 with placement.zero={p.zero} (experts shard with ZeRO 0 or 1)"

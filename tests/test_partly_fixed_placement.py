@@ -99,3 +99,14 @@ def test_an_uneven_layer_split_picks_the_vp_it_lists_chunks_for(layers, vp):
     cfg = checked(*FULL_512, f"placement.layers_per_stage=[{','.join(map(str, layers))}]")
     assert {p["vp"] for p in fixed_plans(typed_config(cfg))} == {vp}
     assert {tuple(p["layers_per_stage"]) for p in fixed_plans(typed_config(cfg))} == {tuple(layers)}
+
+
+def test_an_interleaved_split_the_layers_do_not_divide_runs_as_listed():
+    """10 layers over pp x vp = 4 x 2 chunks: refused as an even split, run with placement.layers_per_stage listing the 8
+    chunks (Megatron-Core's account_for_embedding/loss_in_pipeline_split: the first and last chunks hold fewer)."""
+    ten = ["model.num_layers=10", *FULL_512, "placement.vp=2"]
+    with pytest.raises(ConfigError, match=r"placement.vp=2: .* divisible by pp x vp = 4 x 2 \(or placement.layers_per_stage"):
+        checked(*ten)
+    cfg = checked(*ten, "placement.layers_per_stage=[1,1,2,1,1,2,1,1]")
+    assert {(p["vp"], tuple(p["layers_per_stage"])) for p in fixed_plans(typed_config(cfg))} == {(2, (1, 1, 2, 1, 1, 2, 1, 1))}
+    assert options(typed_config(checked("model.num_layers=10", *FULL_512, "placement.layers_per_stage=[1,1,2,1,1,2,1,1]")), "vp") == [1, 2]

@@ -18,13 +18,13 @@ from phaze.cost import Network, op_latencies
 from phaze.hardware import enumerate_space, reference_area_mm2
 from phaze.hardware.area import UM2_PER_MM2
 from phaze.hardware.hbm import HBM_GENERATIONS
-from phaze.hardware.published import PUBLISHED
+from phaze.hardware.published import DIES, PUBLISHED, RETICLE_MM2
 from phaze.hardware.rates import GB
 from phaze.hardware.space import describe_points, grid_axes, point_components, reference_point
 from phaze.workload.graph import OP_COLUMNS
 
 MODELS = (("phaze", "horowitz_45nm"), ("modern_7nm", "modern_7nm"), ("modern_5nm", "modern_5nm"))
-PRESETS = ("tpuv4", "tpuv4_modern", "a100", "h100")
+PRESETS = ("tpuv4", "tpuv4_modern", "a100", "h100", "h200", "b200", "gb200")
 MATMUL_SIDE = 8192
 ELEMENTWISE_NUMEL = 2**28
 
@@ -53,7 +53,12 @@ def published_table() -> None:
         a, p = breakdown(hw, row)
         parts = ", ".join(f"{k} {v:.1f}" for k, v in a.items() if v)
         watts = ", ".join(f"{k} {v:.1f}" for k, v in p.items() if v)
-        print(f"| {preset} | {hw.area.name} / {hw.power.name} | {row['area_mm2']:.1f} ({die_mm2:g}) | {row['area_mm2'] / die_mm2 - 1:+.1%} | "
+        if die_mm2 is None:
+            bound = DIES.get(preset, 1) * RETICLE_MM2
+            area = f"{row['area_mm2']:.1f} (not published; at most {bound:g}) | {'within' if row['area_mm2'] <= bound else 'over'} the bound"
+        else:
+            area = f"{row['area_mm2']:.1f} ({die_mm2:g}) | {row['area_mm2'] / die_mm2 - 1:+.1%}"
+        print(f"| {preset} | {hw.area.name} / {hw.power.name} | {area} | "
               f"{row['tdp_w']:.0f} ({tdp_w:g}) | {row['tdp_w'] / tdp_w - 1:+.1%} | {parts} | {watts} |")
 
 

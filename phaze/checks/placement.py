@@ -56,10 +56,19 @@ def check_dimensions(config, values: dict) -> None:
                 if model.seq_len % (cp * width):
                     raise ConfigError(f"placement.sp=true: model.seq_len={model.seq_len} does not split over cp x tp = {cp} x {width} ranks")
     for vp in values["vp"]:
-        if vp > 1 and p.pp and (p.pp < 2 or model.num_layers % (p.pp * vp)):
+        if vp > 1 and p.pp and (p.pp < 2 or not interleaves_evenly_or_as_listed(p, model.num_layers, vp)):
             allowed = [v for v in range(1, model.num_layers + 1) if model.num_layers % (max(p.pp, 1) * v) == 0]
             raise ConfigError(f"placement.vp={vp}: Megatron's interleaved schedule needs pp >= 2 and model.num_layers={model.num_layers} "
-                              f"divisible by pp x vp = {p.pp} x {vp}; allowed with placement.pp={p.pp}: {allowed if p.pp >= 2 else [1]}")
+                              f"divisible by pp x vp = {p.pp} x {vp} (or placement.layers_per_stage listing pp x vp counts); allowed with "
+                              f"placement.pp={p.pp}: {allowed if p.pp >= 2 else [1]}")
+
+
+def interleaves_evenly_or_as_listed(placement, num_layers: int, vp: int) -> bool:
+    """Megatron's interleaved schedule on pp x vp chunks: the layers divide evenly over them, or placement.layers_per_stage
+    lists pp x vp counts (Megatron-Core's account_for_embedding/loss_in_pipeline_split and pipeline layouts give
+    the first and last chunks fewer layers; check_layers_per_stage checks the counts)."""
+    chunks = placement.pp * vp
+    return num_layers % chunks == 0 or (placement.layers_per_stage is not None and len(placement.layers_per_stage) == chunks)
 
 
 def check_layers_per_stage(config, vps) -> None:
