@@ -116,11 +116,16 @@ def test_phaze_reference_chip_is_unchanged_and_the_modern_tpuv4_has_its_rates():
     assert modern["hbm_stacks"] == 4 and modern["hbm_generation"] == "hbm2"
 
 
-@pytest.mark.parametrize("name, tflops, hbm_gbps", [("a100", 311.87, 2039.0), ("h100", 989.43, 3350.0)])
-def test_gpu_presets_keep_their_rates_under_the_stack_model(name, tflops, hbm_gbps):
+@pytest.mark.parametrize("name, tflops, hbm_gbps, hbm_gib, stacks", [
+    ("a100", 311.87, 2039.0, 80, 5), ("h100", 989.43, 3350.0, 80, 5),
+    ("h200", 989.43, 4800.0, 141, 6),     # 132 x 2048 x 2 x 1.83 GHz; the datasheet's 141 GB of 6 x 24 GB at 4.8 TB/s
+    ("b200", 2250.24, 8000.0, 180, 8),    # 148 SMs x 4096 MAC x 2 x 1.856 GHz (2.25 PFLOP/s dense); 180 GB of 8 x 24 GB
+    ("gb200", 2500.00, 8000.0, 186, 8),   # the same SMs at 2.062 GHz (2.5 PFLOP/s dense); 186 GB
+])
+def test_gpu_presets_keep_their_rates_under_the_stack_model(name, tflops, hbm_gbps, hbm_gib, stacks):
     row = point(name)
     assert row["peak_matmul_flops"] / 1e12 == pytest.approx(tflops, abs=0.01)
-    assert row["hbm_gbps"] == hbm_gbps and row["hbm_gib"] == 80 and row["hbm_stacks"] == 5
+    assert row["hbm_gbps"] == hbm_gbps and row["hbm_gib"] == hbm_gib and row["hbm_stacks"] == stacks
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -126,7 +126,7 @@ def test_runs_file_without_a_required_column_exits_2(tmp_path):
 
 @pytest.mark.parametrize("column,value,message", [("zero", "4", "placement.zero=4: allowed values are 0, 1, 2, 3"),
                                                   ("gpus", "-8", "cluster.devices=-8: allowed values are positive integers"),
-                                                  ("hw", "b200", "allowed values for hw: a100, h100"),
+                                                  ("hw", "mi300x", "allowed values for hw: a100, b200, gb200, h100, h200"),
                                                   ("hw", "base_hw", "hw=base_hw: the schema every hw preset extends")])
 def test_a_bad_run_is_refused_naming_it_before_any_run_is_evaluated(tmp_path, column, value, message):
     """The second run of the file is bad: exit 2 naming that run and the field, and nothing written (no workload
