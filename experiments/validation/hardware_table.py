@@ -24,7 +24,7 @@ from phaze.hardware.space import describe_points, grid_axes, point_components, r
 from phaze.workload.graph import OP_COLUMNS
 
 MODELS = (("phaze", "horowitz_45nm"), ("modern_7nm", "modern_7nm"), ("modern_5nm", "modern_5nm"))
-PRESETS = ("tpuv4", "tpuv4_modern", "tpuv5p", "a100", "h100", "h200", "b200", "gb200")
+PRESETS = ("tpuv4", "tpuv4_modern", "tpuv5p", "tpuv5e", "a100", "h100", "h200", "b200", "gb200")
 MATMUL_SIDE = 8192
 ELEMENTWISE_NUMEL = 2**28
 
