@@ -73,8 +73,8 @@ def first_seen_summary(runs: pd.DataFrame, ratios: dict[str, float]) -> dict:
 def first_seen_line(summary: dict) -> str:
     """The validation page's paragraph on first-seen predictions."""
     if not summary.get("n_first_seen"):
-        return ("**First seen**: no run carries a first-seen prediction yet; the runs above are the ones the model was "
-                f"built against. `python -m phaze.validate {FIELD}=true` records each new run's prediction and the commit "
+        return ("**First seen**: no run carries a first-seen prediction yet. "
+                f"`python -m phaze.validate {FIELD}=true` records each new run's prediction and the commit "
                 "(`first_seen_ratio`, `first_seen_commit`) before any change it motivates.")
     return (f"**First seen** ({summary['n_first_seen']} runs, each predicted before any change it motivated): median "
             f"absolute error {summary['median_abs_first_seen_error']:.1%} then (signed median "
