@@ -124,7 +124,7 @@ def test_phaze_reference_chip_is_unchanged_and_the_modern_tpuv4_has_its_rates():
     ("tpuv5p", 459.01, 2765.0, 95, 6),    # 8 MXUs x 16384 MAC x 2 x 1.751 GHz (459 TFLOP/s); 95 GiB of 6 HBM2e stacks at 2765 GB/s
     ("tpuv5e", 197.00, 819.0, 16, 2),     # 4 MXUs x 16384 MAC x 2 x 1.503 GHz (197 TFLOP/s); 16 GB on 2 HBM2e stacks at 819 GB/s
 ])
-def test_gpu_presets_keep_their_rates_under_the_stack_model(name, tflops, hbm_gbps, hbm_gib, stacks):
+def test_chip_presets_keep_their_rates_under_the_stack_model(name, tflops, hbm_gbps, hbm_gib, stacks):
     row = point(name)
     assert row["peak_matmul_flops"] / 1e12 == pytest.approx(tflops, abs=0.01)
     assert row["hbm_gbps"] == hbm_gbps and row["hbm_gib"] == hbm_gib and row["hbm_stacks"] == stacks

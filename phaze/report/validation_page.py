@@ -104,8 +104,9 @@ def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs
     for column, key, title in (("framework", None, "By framework preset (the errors are not spread evenly: see docs/parallelism.md, "
                                                   "'What is not modelled'):"),
                                ("hw", None, "By chip preset:"), ("source", source_of, "By source (first author or document):")):
-        if column in table.columns and len(grouped_table(table, column, key)):
-            lines += ["", title, "", grouped_table(table, column, key).to_markdown(index=False, floatfmt=".3f")]
+        grouped = grouped_table(table, column, key) if column in table.columns else pd.DataFrame()
+        if len(grouped):
+            lines += ["", title, "", grouped.to_markdown(index=False, floatfmt=".3f")]
     if "n_memory" in summary:
         lines += ["", f"**Memory per GPU**: median absolute error {summary['median_abs_memory_error']:.1%}, maximum "
                       f"{summary['max_abs_memory_error']:.1%} over {summary['n_memory']} published figures (target: within 10%)."]
