@@ -119,12 +119,17 @@ def _kernel_rows(node: fx.Node, name: str, bytes_: dict) -> list[dict]:
     q = args["q"].meta["val"]
     steps = kernel_steps(name == FLASH_FORWARD, tuple(q.shape), bool(args["causal"]), int(args["k"].meta["val"].shape[1]),
                          int(args["v"].meta["val"].shape[3]))
-    rows = [
-        _row(f"{node.name}.{st.step}", st.target, st.kind, st.out_shape, st.in_shapes, st.dims, st.numel, q.element_size(), fused=True)
-        for st in steps
-    ]
-    rows[0].update(bytes_read=bytes_["bytes_read"], param_bytes=bytes_["param_bytes"])
-    rows[-1].update(bytes_written=bytes_["bytes_written"], saved_bytes=bytes_["saved_bytes"])
+    return kernel_step_rows(node.name, steps, q.element_size(), **bytes_)
+
+
+def kernel_step_rows(name: str, steps, elem_bytes: int, bytes_read: float, bytes_written: float, param_bytes: float = 0.0,
+                     saved_bytes: float = 0.0) -> list[dict]:
+    """Operator rows (OP_COLUMNS) of a fused kernel's steps (phaze.workload.attention.kernel_steps): the kernel's HBM reads
+    on the first step, its writes and saved bytes on the last, nothing between (S and P stay on chip)."""
+    rows = [_row(f"{name}.{st.step}", st.target, st.kind, st.out_shape, st.in_shapes, st.dims, st.numel, elem_bytes, fused=True)
+            for st in steps]
+    rows[0].update(bytes_read=bytes_read, param_bytes=param_bytes)
+    rows[-1].update(bytes_written=bytes_written, saved_bytes=saved_bytes)
     return rows
 
 
