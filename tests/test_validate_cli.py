@@ -148,3 +148,14 @@ def test_a_page_it_could_not_write_is_refused_up_front(tmp_path):
     assert proc.returncode == 2
     assert "validate.markdown='notadir/page.md': cannot be written" in proc.stderr and "writable folder" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notadir"]
+
+
+def test_the_page_reports_the_long_context_and_the_widest_runs_apart():
+    """Runs at 32,768 tokens or more and at 4,096 devices or more get a line each, with their own errors (issue 47)."""
+    from phaze.report.validation_page import group_summaries
+
+    table = pd.DataFrame({"run": ["a_32k", "b_8k", "c_16384"], "seq": [32768, 8192, 4096], "gpus": [8, 8, 16384],
+                          "predicted/measured": [1.5, 1.0, 0.8]})
+    lines = group_summaries(table)
+    assert lines == ["**Long context (32,768 tokens or more)** (1 runs: a): median absolute error 50.0%, maximum 50.0%.",
+                     "**On 4,096 devices or more** (1 runs: c): median absolute error 20.0%, maximum 20.0%."]

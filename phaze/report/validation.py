@@ -171,13 +171,14 @@ def plan_time_s(result) -> float:
 
 
 def comparison_table(comparisons: list[Comparison], runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: placement, measured and predicted tokens/s per GPU, their ratio, MFU, memory, source."""
+    """One row per run: devices, sequence length, placement, measured and predicted tokens/s per GPU, their ratio, MFU,
+    memory, source."""
     by_id = runs.set_index("id")
     rows = []
     for c in comparisons:
         r = by_id.loc[c.run_id]
         rows.append({
-            "run": c.run_id, "hw": r.hw, "framework": r.framework, "gpus": int(r.gpus),
+            "run": c.run_id, "hw": r.hw, "framework": r.framework, "gpus": int(r.gpus), "seq": int(r.seq_len),
             "tp/pp/dp/cp/vp/ep": f"{r.tp}/{r.pp}/{r.dp}/{r.cp}/{r.vp}/{r.get('ep') or 1}",
             "experts": f"{r.num_experts} top-{r.experts_per_token}" if r.get("num_experts") else "-",
             "rc/sp/zero": f"{r.recompute}/{'sp' if r.sp.lower() == 'true' else '-'}/{r.zero}",
