@@ -56,7 +56,7 @@ WIDE_CLUSTER_DEVICES = 4096
 
 def group_summaries(table: pd.DataFrame) -> list[str]:
     """The lines on the mixture-of-experts runs (issue 13: median under 15%), the FP8 runs, the TPU v4 runs (issue 14:
-    median under 15%), the long-context runs and those at LONG_CONTEXT_TOKENS and WIDE_CLUSTER_DEVICES, where there are any."""
+    median under 15%), the runs at LONG_CONTEXT_TOKENS or more and those on WIDE_CLUSTER_DEVICES or more, where there are any."""
     lines = []
     if "experts" in table.columns:
         lines.append(group_summary(table[table["experts"] != "-"], "Mixtures of experts", " (target: median under 15%)"))
