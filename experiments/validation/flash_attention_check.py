@@ -20,6 +20,13 @@ import numpy as np
 import pandas as pd
 
 from experiments.harness import write_result
+from phaze.config import compose_config, model_job
+from phaze.cost.latency import op_latencies
+from phaze.hardware import enumerate_space
+from phaze.hardware.derating import KERNEL_ALONE
+from phaze.workload.attention import LSE_DTYPE, kernel_steps
+from phaze.workload.graph import OP_COLUMNS
+from phaze.workload.trace import kernel_step_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flash_attention_published.csv"
 HALF_BYTES = 2
@@ -27,6 +34,8 @@ HALF_BYTES = 2
 BACKWARD_FLOPS_RATIO = 2.5
 """The papers' backward FLOPs over forward: 5 matmuls against 2 (the backward recomputes S)."""
 CLUSTERS = {"a100": "dgx_a100", "h100": "dgx_h100"}
+SHORTEST_SEQ, LONGEST_SEQ = 512, 16384
+"""The ends of the papers' sequence-length sweep (512, 1k, ..., 16k), the by-case table's two columns."""
 
 
 def paper_flops(direction: str, batch: int, seq: int, heads: int, head_dim: int, causal: bool) -> float:
@@ -38,9 +47,6 @@ def paper_flops(direction: str, batch: int, seq: int, heads: int, head_dim: int,
 def kernel_frame(forward: bool, batch: int, seq: int, heads: int, head_dim: int, causal: bool) -> pd.DataFrame:
     """One FlashAttention kernel's steps as operator rows: forward reads q, k, v and writes o (and the fp32 log-sum-exp);
     backward reads q, k, v, o, do and the log-sum-exp and writes dq, dk, dv."""
-    from phaze.workload.attention import LSE_DTYPE, kernel_steps
-    from phaze.workload.trace import kernel_step_rows
-
     tensor = batch * seq * heads * head_dim * HALF_BYTES
     lse = batch * seq * heads * LSE_DTYPE.itemsize
     read, written = (3 * tensor, tensor + lse) if forward else (5 * tensor + lse, 3 * tensor)
@@ -53,12 +59,6 @@ def kernel_frame(forward: bool, batch: int, seq: int, heads: int, head_dim: int,
 
 def predict(published: pd.DataFrame) -> np.ndarray:
     """Predicted TFLOP/s of every published point, kernel alone on its GPU's preset."""
-    from phaze.config import compose_config, model_job
-    from phaze.cost.latency import op_latencies
-    from phaze.hardware import enumerate_space
-    from phaze.hardware.derating import KERNEL_ALONE
-    from phaze.workload.graph import OP_COLUMNS
-
     out = np.empty(len(published))
     for gpu, rows in published.groupby("gpu"):
         cfg = compose_config(f"hw={gpu}", f"cluster={CLUSTERS[gpu]}", "train=megatron", KERNEL_ALONE)
@@ -73,8 +73,10 @@ def predict(published: pd.DataFrame) -> np.ndarray:
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """Median predicted/measured and its spread by GPU, kernel, direction, head width and mask."""
-    return table.groupby(["gpu", "kernel", "direction", "head_dim", "causal"]).agg(
-        points=("ratio", "size"), median_ratio=("ratio", "median"), at_512=("ratio", "first"), at_16k=("ratio", "last")).reset_index()
+    keys = ["gpu", "kernel", "direction", "head_dim", "causal"]
+    at = table.pivot_table(index=keys, columns="seq_len", values="ratio")[[SHORTEST_SEQ, LONGEST_SEQ]]
+    return table.groupby(keys).agg(points=("ratio", "size"), median_ratio=("ratio", "median")).assign(
+        at_512=at[SHORTEST_SEQ], at_16k=at[LONGEST_SEQ]).reset_index()
 
 
 def main() -> None:
