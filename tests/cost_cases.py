@@ -21,12 +21,15 @@ def matmul_op(b, m, k, n, elem_bytes=2, target="mm"):
     )
 
 
-def vector_op(numel, target="neg", kind="elementwise", elem_bytes=2, in_numel=None, n_inputs=1):
-    """A vector op reading `n_inputs` tensors of `in_numel` elements and writing `numel`."""
+def vector_op(numel, target="neg", kind="elementwise", elem_bytes=2, in_numel=None, n_inputs=1, fused=False):
+    """A vector op reading `n_inputs` tensors of `in_numel` elements and writing `numel`; `fused`: a middle step of a
+    fused kernel (no bytes to or from memory)."""
     in_numel = numel if in_numel is None else in_numel
+    moved = 0.0 if fused else 1.0
     return _row(
         target=target, kind=kind, out_shape=(numel,), in_shapes=((in_numel,),) * n_inputs, numel_out=numel,
-        flops=float(numel), bytes_read=float(elem_bytes * in_numel * n_inputs), bytes_written=float(elem_bytes * numel),
+        flops=float(numel), bytes_read=moved * elem_bytes * in_numel * n_inputs, bytes_written=moved * elem_bytes * numel,
+        fused=fused,
     )
 
 

@@ -63,3 +63,55 @@ def test_flash_layer_costs_less_than_eager(a100, workload_cache):
         totals[attention] = sum(op_latencies(g.without_views().ops, points, net, 8).parallel_s.sum() for g in (layer.fwd, layer.bwd))
     assert totals["flash"] < totals["eager"]
     assert np.isfinite(totals["flash"])
+
+
+def _softmax_step(bh: int, queries: int, keys: int) -> dict:
+    """FlashAttention's online softmax over one kernel's scores: a middle step (no bytes, no launch)."""
+    row = {c: 0 for c in OP_COLUMNS}
+    scores = (bh, queries, keys)
+    row.update(op_id=0, name="p", target="_softmax", kind="softmax", numel_out=bh * queries * keys, flops=0.0,
+               bytes_read=0.0, bytes_written=0.0, elem_bytes=2, fused=True, in_shapes=(scores,), out_shape=scores)
+    return row
+
+
+def test_fused_softmax_exponentials_run_on_the_special_function_units():
+    """A100, 16 heads x 16k x 16k scores (FlashAttention-2's benchmark, head width 128): 4 lane operations per score
+    on 108 x 64 FP32 lanes against one exponential per score on 108 x 16 special-function units, in parallel."""
+    cfg = compose_config("hw=a100", "cluster=dgx_a100")
+    points, net = enumerate_space(cfg.hw), Network.from_cfg(cfg.cluster)
+    scores = 16 * 16384 * 16384
+    ops = pd.DataFrame([_softmax_step(16, 16384, 16384)])
+    lanes_cycles = -(-scores // (108 * 64)) * 4  # 621,379 lane-steps of 4 operations: 2,485,516 cycles
+    sfu_cycles = -(-scores // (108 * 16))  # 2,485,514 cycles: the two pipes are nearly balanced on the A100
+    assert lanes_cycles == 2_485_516 and sfu_cycles == 2_485_514
+    seconds = op_latencies(ops, points, net, 1).parallel_s[0, 0]
+    assert seconds == pytest.approx(max(lanes_cycles, sfu_cycles) / 1.41e9, rel=1e-12)  # 1.763 ms
+    # Without special-function units (PHAZE's vector core) the exponentials take the lanes' 11 cycles per element.
+    phaze_core = op_latencies(ops, enumerate_space(compose_config("hw=a100", "hw.sfu_lanes=0").hw), net, 1).parallel_s[0, 0]
+    assert phaze_core == pytest.approx(-(-scores // (108 * 64)) * 11 / 1.41e9, rel=1e-12)  # 4.848 ms
+
+
+def test_flash_attention_forward_efficiency_point():
+    """FlashAttention-2's forward on an A100 (batch 1, 16 heads of 128, 16k tokens, no mask; FLOPs 4 s^2 d heads =
+    2.199 TFLOP) as the three steps of its kernel: S = Q K^T and O = P V in 256 x 128 tiles, each
+    ceil(16 * 64 * 128 / 108) = 1214 waves of 8 x 4 array passes over k = 128 (S) plus 128 steps of fill, and
+    k = 16384 (O, as 128 x 256 tiles: ceil(16 * 64 / 108) = 10 waves of 4 x 8 passes), at the tile efficiency 0.9154; the
+    softmax on the special-function units (above); the kernel's launch: 13.56 ms, 162.1 TFLOP/s (132.1 with the
+    exponentials on the lanes). experiments/results/flash_attention_check.md sets such points against the papers'."""
+    from phaze.workload.attention import kernel_steps
+    from phaze.workload.trace import kernel_step_rows
+
+    cfg = compose_config("hw=a100", "cluster=dgx_a100", "hw.matmul_sustained_slowdown=1")
+    points, net = enumerate_space(cfg.hw), Network.from_cfg(cfg.cluster)
+    tensor_bytes = 16384 * 16 * 128 * 2
+    frame = pd.DataFrame(kernel_step_rows("attention", kernel_steps(True, (1, 16384, 16, 128), False), 2,
+                                          3 * tensor_bytes, tensor_bytes + 16384 * 16 * 4))
+    frame["op_id"] = range(len(frame))
+    seconds = op_latencies(frame[list(OP_COLUMNS)], points, net, 1).parallel_s[:, 0]
+    clock_hz = 1.41e9 * 0.9154
+    s_step = 1214 * 8 * 4 * (128 + 128) / clock_hz
+    o_step = 10 * 4 * 8 * (16384 + 128) / clock_hz
+    softmax = 2_485_516 / 1.41e9
+    assert seconds == pytest.approx([s_step + 2.6e-6, softmax, o_step], rel=1e-9)
+    flops = 4.0 * 16384**2 * 128 * 16
+    assert flops / seconds.sum() / 1e12 == pytest.approx(162.1, abs=0.05)

@@ -32,7 +32,7 @@ matmuls = st.builds(matmul_op, st.integers(1, 64), dim, dim, dim, st.sampled_fro
 vectors = st.builds(
     vector_op, st.integers(1, 10**8), st.sampled_from(["add", "div", "silu", "_softmax", "exp"]),
     st.sampled_from(["elementwise", "softmax", "reduction", "norm"]), st.sampled_from([2, 4]), st.none() | st.integers(1, 10**8),
-    st.integers(1, 3),
+    st.integers(1, 3), st.booleans(),
 )
 collectives = st.integers(2, 2**30).map(allreduce_op)
 ops_lists = st.lists(st.one_of(matmuls, vectors, collectives, st.just(view_op(10))), min_size=1, max_size=8)

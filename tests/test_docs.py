@@ -121,11 +121,14 @@ def test_relative_links_resolve(page: Path) -> None:
 
 
 def test_the_readme_quotes_the_validation_page_numbers():
-    """The README's validation sentence (runs, median and maximum error, first-seen runs and error) is the page's."""
+    """The README's validation sentence (runs, median and maximum error, first-seen runs and error) and its example of
+    `phaze.validate`'s summary line are the page's."""
     page = (ROOT / "docs" / "validation.md").read_text()
-    median, maximum, runs = re.search(r"\*\*Median absolute error: ([\d.]+%); maximum: ([\d.]+%)\*\* over (\d+) runs", page).groups()
+    median, maximum, runs, signed = re.search(
+        r"\*\*Median absolute error: ([\d.]+%); maximum: ([\d.]+%)\*\* over (\d+) runs.*?signed median ([+-][\d.]+%)", page).groups()
     seen_runs, seen = re.search(r"\*\*First seen\*\* \((\d+) runs, .*?median absolute error ([\d.]+%) then", page).groups()
     readme = " ".join(README.read_text().split())
     assert f"checked against {runs} published training runs" in readme
     assert f"median error {median}, maximum {maximum}" in readme
     assert f"on the {seen_runs} runs it had not seen before, predicted before any change they motivated, {seen}" in readme
+    assert f"`median absolute error {median}, max {maximum} over {runs} runs, signed median {signed}`" in readme

@@ -13,8 +13,9 @@ from tests.conftest import compose_cfg
 
 IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0, "matmul_fixed_s": 0.0,
          "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0, "matmul_sustained_slowdown": 1.0,
-         "fp8_matmul_efficiency": 1.0}
-"""PHAZE's accelerators: the ideal roofline, no FP8 (their tensor cores compute in 16 bits), no power-limited clock."""
+         "fp8_matmul_efficiency": 1.0, "sfu_lanes": 0}
+"""PHAZE's accelerators: the ideal roofline, no FP8 (their tensor cores compute in 16 bits), no power-limited clock, no
+special-function units (their vector lanes evaluate exponentials)."""
 
 
 def preset(name: str) -> Accelerator:
@@ -46,6 +47,7 @@ def test_gpu_presets_carry_their_measured_efficiencies(name, mamf_tflops, spec_t
     # (tests/test_cost_gpu_matmul.py: the preset reproduces the MAMF at its shape).
     assert (acc.matmul_tile_rows, acc.matmul_tile_cols, acc.matmul_tile_fill_k, acc.matmul_fixed_s) == (256, 128, 128, 3e-6)
     assert mamf_tflops / spec_tflops < acc.matmul_efficiency < 1.1 * mamf_tflops / spec_tflops
+    assert acc.sfu_lanes == 16  # exponentials per clock per SM (CUDA C++ Programming Guide's throughput table)
 
 
 def test_a100_keeps_issue_3_must_show_margins():
@@ -65,6 +67,7 @@ def test_a100_keeps_issue_3_must_show_margins():
     ("op_overhead_s=inf", "hw.op_overhead_s must be a finite number of seconds >= 0, got inf"),
     ("matmul_sustained_slowdown=0.5", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got 0.5"),
     ("matmul_sustained_slowdown=inf", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got inf"),
+    ("sfu_lanes=-1", "hw.sfu_lanes must be a whole number of results per clock >= 0 (0: no special-function units), got -1.0"),
 ])
 def test_out_of_range_derating_is_rejected_naming_the_field(hw, override, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -22,7 +22,8 @@ class Chip:
     """Per-point rates in SI units, derated to what kernels achieve; every array has shape (1, n_points).
 
     `tc_clock_hz` is the clock times `matmul_efficiency` over `matmul_sustained_slowdown` (array steps per second at
-    the matmul rate a training step achieves); the bandwidths are their peaks times `memory_efficiency`; vector lanes run at `freq_hz`.
+    the matmul rate a training step achieves); the bandwidths are their peaks times `memory_efficiency`; vector lanes and
+    special-function units (`sfu_lanes` per vector core) run at `freq_hz`.
     """
 
     n_tc: np.ndarray
@@ -44,6 +45,7 @@ class Chip:
     tile_fill_k: np.ndarray
     fp8_matmul_ratio: np.ndarray
     fp8_matmul_efficiency: np.ndarray
+    sfu_lanes: np.ndarray
 
     @classmethod
     def from_matrix(cls, values: np.ndarray) -> "Chip":
@@ -59,7 +61,7 @@ class Chip:
             glb_bytes=col["glb_mib"] * MIB, tc_buffer_bytes=col["tc_buffer_kib"] * KIB,
             op_overhead_s=col["op_overhead_s"], matmul_fixed_s=col["matmul_fixed_s"], tile_rows=col["matmul_tile_rows"], tile_cols=col["matmul_tile_cols"],
             tile_fill_k=col["matmul_tile_fill_k"], fp8_matmul_ratio=col["fp8_matmul_ratio"],
-            fp8_matmul_efficiency=col["fp8_matmul_efficiency"],
+            fp8_matmul_efficiency=col["fp8_matmul_efficiency"], sfu_lanes=col["sfu_lanes"],
         )
 
 

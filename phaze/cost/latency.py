@@ -122,19 +122,30 @@ def _matmul(distinct: np.ndarray, chip):
     return matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool), rate)
 
 
+FUSED_SOFTMAX_TARGET = "_softmax"
+"""The softmax step of a fused attention kernel (phaze.workload.attention.kernel_steps) has this target."""
+
+
+def fused_softmax_steps(ops: pd.DataFrame) -> np.ndarray:
+    """The online-softmax steps of fused attention kernels: their exponentials may run on special-function units."""
+    return fused_steps(ops) & (ops["target"].to_numpy() == FUSED_SOFTMAX_TARGET)
+
+
 def _vector_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct cost rows, each op's row) of vector ops: elements through the lanes, cycles per element, bytes moved."""
+    """(distinct cost rows, each op's row) of vector ops: elements through the lanes, cycles per element, bytes moved,
+    fused softmax."""
     cols = np.column_stack([
         vector_elements(ops),
         np.array([cycles_per_elem(t) for t in ops["target"]], dtype=np.float64),
         (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
+        fused_softmax_steps(ops),
     ])
     return _unique_rows(cols)
 
 
 def _vector(distinct: np.ndarray, chip):
-    elems, cycles, io = (distinct[:, i][:, None] for i in range(3))
-    return vector_latency_s(elems, cycles, io, chip)
+    elems, cycles, io, fused_softmax = (distinct[:, i][:, None] for i in range(4))
+    return vector_latency_s(elems, cycles, io, chip, fused_softmax.astype(bool))
 
 
 def collective_groups(ops: pd.DataFrame, tp: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from phaze.cost.latency import COLLECTIVES, INPUT_STREAMING_KINDS
+from phaze.cost.latency import COLLECTIVES, FUSED_SOFTMAX_TARGET, INPUT_STREAMING_KINDS
 from phaze.cost.matmul import BLOCKING_OPERANDS
+from phaze.cost.vector import FUSED_SOFTMAX_LANE_OPS
 from phaze.cost.vector_cycles import cycles_per_elem
 from phaze.hardware.rates import GB, GHZ, KIB, MIB
 
@@ -73,15 +74,21 @@ def vector_s(op, acc) -> tuple[float, float]:
     elems = op["numel_out"]
     if op["kind"] in INPUT_STREAMING_KINDS:
         elems = max([elems] + [math.prod(s) for s in op.get("in_shapes", ())])
-    c = cycles_per_elem(op["target"])
+    on_sfu = op.get("fused", False) and op["target"] == FUSED_SOFTMAX_TARGET and acc.sfu_lanes > 0
+    c = FUSED_SOFTMAX_LANE_OPS if on_sfu else cycles_per_elem(op["target"])
     io = op["bytes_read"] + op["bytes_written"]
     f = acc.freq_ghz * GHZ
     mem = acc.memory_efficiency
     hbm_s = io / (acc.hbm_gbps * GB * mem)
     glb = acc.glb_gbps * GB * mem
     port = acc.core_buffer_bytes_per_cycle * f * mem
-    single = max(math.ceil(elems / acc.vc_width) * c / f, hbm_s, io / min(glb, port))
-    parallel = max(math.ceil(elems / (acc.n_vc * acc.vc_width)) * c / f, hbm_s, io / min(glb, acc.n_vc * port))
+
+    def cycles(cores):
+        lanes = math.ceil(elems / (cores * acc.vc_width)) * c
+        return max(lanes, math.ceil(elems / (cores * acc.sfu_lanes))) if on_sfu else lanes
+
+    single = max(cycles(1) / f, hbm_s, io / min(glb, port))
+    parallel = max(cycles(acc.n_vc) / f, hbm_s, io / min(glb, acc.n_vc * port))
     return single, parallel
 
 

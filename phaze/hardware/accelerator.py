@@ -40,6 +40,7 @@ class Accelerator:
     fp8_matmul_ratio: float = 0.0
     matmul_sustained_slowdown: float = 1.0
     fp8_matmul_efficiency: float = 1.0
+    sfu_lanes: int = 0
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":

@@ -1,7 +1,8 @@
 """How far a real chip falls short of its ideal roofline: the achievable fraction of the tensor-core
 peak and of the memory bandwidths, a fixed time per operator (kernel launch and tail) and per matmul kernel,
-and the CTA tiles a GPU computes matmuls in; the rate of its tensor cores on FP8 GEMMs; and how much slower its
-tensor cores step when GEMMs follow each other for seconds (a power-limited clock).
+and the CTA tiles a GPU computes matmuls in; the rate of its tensor cores on FP8 GEMMs; how much slower its
+tensor cores step when GEMMs follow each other for seconds (a power-limited clock); and the special-function units
+its fused attention kernels compute their exponentials on.
 
 PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles, no slowdown); the GPU presets take measured values
 (conf/hw/a100.yaml, h100.yaml, docs/hardware.md §5).
@@ -35,11 +36,18 @@ SUSTAINED_COLUMN = "matmul_sustained_slowdown"
 """How many times longer the tensor cores' steps take when GEMMs run back to back for seconds, as in a training
 step, than in one kernel alone (>= 1; 1: the chip never reaches its power limit). A GPU held at its power limit
 lowers its clock (an H100 SXM at 700 W: 1,980 MHz alone, 1,125-1,590 MHz back to back; experiments/data/)."""
+SFU_COLUMN = "sfu_lanes"
+"""Special-function results (exponential, reciprocal, ...) per clock per vector core, beside its `vc_width` lanes
+(0: none, PHAZE's vector core, whose lanes evaluate exponentials in many cycles). A100 and H100: 16 per SM per clock
+(CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table: base-2 exponential, compute capabilities 8.0
+and 9.0). FlashAttention's fused softmax computes its exponentials on them (phaze.cost.vector)."""
 KERNEL_ALONE = f"hw.{SUSTAINED_COLUMN}=1"
 """The override that predicts one kernel timed alone (a single-kernel measurement: MAMF, OpenXLA's table, one GEMM
 after an L2 clear) rather than inside a training step's back-to-back GEMMs."""
-DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN)
-OPTIONAL_DERATING_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN)
+DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN,
+                                                                                         SFU_COLUMN)
+OPTIONAL_DERATING_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN,
+                                                                    SFU_COLUMN)
 """The columns a points frame may lack (an Accelerator then takes its ideal default)."""
 
 
@@ -71,3 +79,8 @@ def check_derating(values: Mapping[str, object], where: str) -> None:
         bad = ~((v >= 0) & (v == np.floor(v)))
         if bad.any():
             raise ValueError(f"{where}{name} must be a whole number of elements >= 0 (0: the core's array), got {v[bad][0]}")
+    v = np.atleast_1d(np.asarray(values[SFU_COLUMN], dtype=np.float64))
+    bad = ~((v >= 0) & (v == np.floor(v)))
+    if bad.any():
+        raise ValueError(f"{where}{SFU_COLUMN} must be a whole number of results per clock >= 0 (0: no special-function "
+                         f"units), got {v[bad][0]}")

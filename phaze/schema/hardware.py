@@ -156,6 +156,9 @@ class HwCfg:
     # How many times longer the tensor cores' steps take when GEMMs run back to back for seconds (a training step)
     # than in one kernel alone: the power limit lowers the clock. >= 1; 1: no power-limited slowdown (PHAZE).
     matmul_sustained_slowdown: float = 1.0
+    # Special-function results (exponential, reciprocal) per clock per vector core, beside its lanes; a whole number
+    # >= 0; 0: none (PHAZE's vector core). FlashAttention's fused softmax computes its exponentials on them.
+    sfu_lanes: int = 0
     # How much longer compute takes while a collective runs beside it on the chip (the collective's kernels hold
     # cores and memory bandwidth): 0.189 = 18.9% longer. 0: collectives cost the compute nothing (PHAZE; a chip
     # whose links have their own DMA engines).
