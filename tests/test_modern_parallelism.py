@@ -273,3 +273,31 @@ def test_an_async_tp_collective_hidden_under_compute_slows_it():
     assert free[0] == pytest.approx(10e-3, rel=1e-12)
     assert slowed[0] == pytest.approx(10e-3 + 4e-3 * 0.189 / 1.189, rel=1e-12)
     assert blocking[0] == pytest.approx(14e-3, rel=1e-12)
+
+
+def _ring_attention_layer(kv_ms: float, steps_ms: tuple[float, float, float]):
+    """K and V all-gathered over a context-parallel ring of 4 (2 x kv_ms each) into one FlashAttention kernel (S, P,
+    O steps), then an output projection."""
+    names = ["ag_k", "ag_v", "attn.s", "attn.p", "attn.o", "proj"]
+    ops = pd.DataFrame({"name": names, "target": ["phaze.all_gather"] * 2 + ["bmm", "_softmax", "bmm", "mm"],
+                        "kind": ["collective"] * 2 + ["matmul", "softmax", "matmul", "matmul"],
+                        "comm_group": [4, 4, 0, 0, 0, 0], "comm_context": [True, True, False, False, False, False],
+                        "fused": [False, False, True, True, True, False]})
+    edges = pd.DataFrame({"src": [0, 1, 2, 3, 4], "dst": [2, 2, 3, 4, 5], "bytes": [0.0] * 5})
+    unit = np.array(["net", "net", "tc", "vc", "tc", "tc"])
+    lat = np.array([[kv_ms], [kv_ms], *([t] for t in steps_ms), [1.0]]) * 1e-3
+    return OpGraph(ops, edges), unit, lat
+
+
+@pytest.mark.parametrize("kv_ms, expected_ms", [(3.0, 12.0 + 1.0), (6.0, 3.0 * 4.0 + 3.0 + 1.0)])
+def test_ring_attention_exposes_only_the_ring_steps_the_attention_chunks_cannot_hide(kv_ms, expected_ms):
+    """cp = 4: the kernel (6 + 2 + 4 = 12 ms) runs as 4 chunks of 3 ms, one per K/V chunk; K and V travel together in
+    3 ring steps of (kv + kv) / 3. Chunk 0 (the local K/V) starts at once, chunk k after ring step k. With 3 ms of K
+    and of V, each 2 ms step hides under a 3 ms chunk: 12 ms of attention, then the 1 ms projection. With 6 ms each,
+    the 4 ms steps expose 1 ms before each of chunks 1-3: steps end at 4, 8, 12 ms and the last chunk at 15 ms."""
+    graph, unit, lat = _ring_attention_layer(kv_ms, (6.0, 2.0, 4.0))
+    makespan = stream_makespan(graph, unit, lat, StreamOptions())
+    assert makespan[0] == pytest.approx(expected_ms * 1e-3, rel=1e-12)
+    # Not pipelined (cp_pipelined=False), the exchange is on the communication stream but the kernel waits for all of it.
+    whole = stream_makespan(graph, unit, lat, StreamOptions(cp_pipelined=False))
+    assert whole[0] == pytest.approx((2 * kv_ms + 12.0 + 1.0) * 1e-3, rel=1e-12)

@@ -10,7 +10,10 @@ A collective can also be pipelined with the compute operators beside it, as ring
 Liu et al. 2023, arXiv 2310.01889; TE/NeMo's TP overlap: an all-gather's chunks feed the GEMM
 chunk by chunk, a GEMM's output chunks feed the reduce-scatter): with a group of n ranks, the
 compute partner runs as n chunks of 1/n, the collective as n - 1 ring steps of 1/(n - 1), chunk 0
-needing no remote data (an all-gather) or sending nothing (the last chunk of a reduce-scatter).
+needing no remote data (an all-gather) or sending nothing (the last chunk of a reduce-scatter). All-gathers that
+feed the same operators travel together, one ring step of each at a time (ring attention sends a step's K and V
+in one exchange: Transformer Engine's AttnFuncWithCPAndKVP2P), and a fused kernel's steps run chunk by chunk
+(ring attention calls the whole FlashAttention kernel once per K/V chunk), so chunk k waits only for step k.
 Without asynchrony or pipelining the makespan is the plain sum of the operators' latencies.
 A collective running beside compute slows it (its kernels hold cores and memory bandwidth: Lee et al.,
 "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning", arXiv
@@ -95,6 +98,24 @@ def _pipelined(ops, opts: StreamOptions) -> np.ndarray:
     return np.where(ring, ops["comm_group"].to_numpy(dtype=np.int64), 0)
 
 
+def _travelling_together(ops, partners: dict[int, list[int]], succ: list[list[int]]) -> dict[int, list[int]]:
+    """Each pipelined all-gather -> the pipelined all-gathers (in order) that feed the same operators and nothing else:
+    one ring."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, mates in partners.items():
+        if ops["target"].iat[i] == GATHER and set(succ[i]) <= set(mates):
+            groups.setdefault(tuple(mates), []).append(i)
+    return {i: sorted(group) for group in groups.values() for i in group}
+
+
+def _kernel_steps(i: int, fused: np.ndarray, names: list[str], chunks: np.ndarray) -> list[int]:
+    """The chunked operators run chunk by chunk with op i: the steps of its fused kernel, or op i alone."""
+    if not fused[i]:
+        return [i]
+    kernel = _kernel(names, i)
+    return [j for j in range(i, len(names)) if fused[j] and chunks[j] == chunks[i] and _kernel(names, j) == kernel]
+
+
 def stream_makespan(graph, unit, latency_s: np.ndarray, opts: StreamOptions) -> np.ndarray:
     """Makespan per point of the layer `graph` (views removed) with op latencies [n_ops, P] on one chip stream
     and one communication stream."""
@@ -137,14 +158,24 @@ def stream_makespan(graph, unit, latency_s: np.ndarray, opts: StreamOptions) -> 
         free[stream] = end
         return end
 
+    travelling = _travelling_together(ops, partners, succ)
+    done_ops: set[int] = set()
     for i in range(n):
+        if i in done_ops:
+            continue
         ready = np.max(finish[pred[i]], axis=0) if pred[i] else np.zeros(p)
         if i in partners:
             ring = int(rings[i])
             if ops["target"].iat[i] == GATHER:
-                steps = [run(COMM, ready if k == 0 else np.zeros(p), lat[i] / (ring - 1)) for k in range(ring - 1)]
-                pieces[i] = steps
-                finish[i] = steps[-1]
+                group = travelling.get(i, [i])
+                if i != group[-1]:
+                    continue  # its ring steps go with the group's last all-gather, whose inputs come last
+                start = np.max([np.max(finish[pred[g]], axis=0) if pred[g] else np.zeros(p) for g in group], axis=0)
+                step_s = lat[group].sum(axis=0) / (ring - 1)
+                steps = [run(COMM, start if k == 0 else np.zeros(p), step_s) for k in range(ring - 1)]
+                for g in group:
+                    pieces[g] = steps
+                    finish[g] = steps[-1]
             else:  # a reduce-scatter: its partners (earlier) ran chunk by chunk; step k sends chunk k
                 others = [k for k in pred[i] if k not in partners[i]]
                 start = np.max(finish[others], axis=0) if others else np.zeros(p)
@@ -156,15 +187,22 @@ def stream_makespan(graph, unit, latency_s: np.ndarray, opts: StreamOptions) -> 
             continue
         stream = COMM if on_comm[i] else COMPUTE
         if chunks[i] > 1:
-            feeds = gathers_of.get(i, [])
-            others = [k for k in pred[i] if k not in feeds]
-            base = np.max(finish[others], axis=0) if others else np.zeros(p)
-            done = []
+            kernel = _kernel_steps(i, fused, names, chunks)
+            parts.update({j: [] for j in kernel})
             for k in range(int(chunks[i])):
-                need = base if k == 0 else np.maximum(base, np.max([pieces[g][k - 1] for g in feeds], axis=0)) if feeds else base
-                done.append(run(stream, need, lat[i] / chunks[i]))
-            parts[i] = done
-            finish[i] = done[-1]
+                for j in kernel:
+                    feeds = gathers_of.get(j, [])
+                    inside = [q for q in pred[j] if q in parts and q in kernel]
+                    others = [q for q in pred[j] if q not in feeds and q not in inside]
+                    need = np.max(finish[others], axis=0) if others else np.zeros(p)
+                    if feeds and k > 0:
+                        need = np.maximum(need, np.max([pieces[g][k - 1] for g in feeds], axis=0))
+                    if inside:
+                        need = np.maximum(need, np.max([parts[q][k] for q in inside], axis=0))
+                    parts[j].append(run(stream, need, lat[j] / chunks[j]))
+            for j in kernel:
+                finish[j] = parts[j][-1]
+            done_ops.update(kernel)
         else:
             finish[i] = run(stream, ready, lat[i])
     makespan = finish.max(axis=0) if n else np.zeros(p)
