@@ -101,6 +101,7 @@ class PlacementSetup:
             part_names=("pre",) + tuple(f"{'dense' if part == DENSE else 'layer'}{i}" for i, part in enumerate(any_w.blocks)) + ("post",),
             step_model=train.step_model, overlap_grad_reduce=bool(train.overlap_grad_reduce),
             overlap_param_gather=bool(train.overlap_param_gather),
+            grad_bucket_min_params=int(train.grad_bucket_min_params), grad_bucket_params_per_rank=int(train.grad_bucket_params_per_rank),
             serial_zero3_collectives=bool(train.serial_zero3_collectives),
             update_bytes_per_param_byte=float(train.update_bytes_per_param) / int(train.bytes_per_elem),
             overlap_slowdown=job.execution.overlap_slowdown,

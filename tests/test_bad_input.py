@@ -112,6 +112,8 @@ CASES = [
     (["train.moment_bytes_per_param=2"], "train.moment_bytes_per_param", "4, 8"),
     (["train.grad_bytes_per_elem=3"], "train.grad_bytes_per_elem", "2, 4"),
     (["train.update_bytes_per_param=-1"], "train.update_bytes_per_param", ">= 0"),
+    (["train.grad_bucket_min_params=-1"], "train.grad_bucket_min_params", ">= 0"),
+    (["train.grad_bucket_params_per_rank=-5"], "train.grad_bucket_params_per_rank", ">= 0"),
     (["placement.sp=maybe"], "placement.sp", "bool"),
     (["train.serial_zero3_collectives=sometimes"], "train.serial_zero3_collectives", "bool"),
     (["placement.vp=-1"], "placement.vp", ">= 0"),

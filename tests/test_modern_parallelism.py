@@ -233,6 +233,30 @@ OVERLAPPED_DP = dict(dp=16, cp=1, replicas=(8,), grad_bytes_per_param_byte=2.0, 
 """Data parallelism over both nodes, fp32 gradients, reductions and gathers overlapped, the update not timed."""
 
 
+def test_a_part_smaller_than_megatron_bucket_pays_its_share_of_the_collective_latency():
+    """Megatron-Core's buckets hold max(40M, 1M x dp) parameters: 40M at dp 16, 80M bytes of bf16 weights. Parts of
+    1 GB and 2 GB (0.5 and 1 G parameters) fill buckets of their own; a 20 MB part (10M parameters) is a quarter of one
+    and pays a quarter of its reduce-scatter's latency: the launch (10 us) and 7 steps of 3 us inside the node, then
+    1 step of 14 us between the nodes."""
+    latency = Network(16, 8, 200e9, 25e9, 3e-6, inter_latency_s=14e-6, launch_latency_s=10e-6)
+    prm = np.array([[1e9, 2e9, 20e6]])
+    bucketed = dict(OVERLAPPED_DP, bucket_min_bytes=40e6 * 2, bucket_bytes_per_rank=1e6 * 2)
+    tl = timeline_arrays(prm, np.array([1]), latency, zero=1, **bucketed)
+    grads = 2 * prm[0]
+    wire = 7 / 8 * grads / 200e9 + 1 / 2 * grads / 8 / 25e9
+    rs_latency = 10e-6 + 7 * 3e-6 + 14e-6
+    assert tl[TL_RBL, 0] == pytest.approx(wire + np.array([1.0, 1.0, 0.25]) * rs_latency, rel=1e-12)
+    # At dp 128 the bucket is 128M parameters: the 1 GB part is two of them, the 20 MB part 1/12.8 of one.
+    wide = Network(128, 8, 200e9, 25e9, 3e-6, inter_latency_s=14e-6, launch_latency_s=10e-6)
+    tl = timeline_arrays(prm, np.array([1]), wide, zero=1, **{**bucketed, "dp": 128, "replicas": (8,)})
+    grads_wire = 7 / 8 * grads / 200e9 + 15 / 16 * grads / 8 / 25e9
+    rs_latency = 10e-6 + 7 * 3e-6 + 15 * 14e-6
+    assert tl[TL_RBL, 0] == pytest.approx(grads_wire + np.array([1.0, 1.0, 20e6 / 256e6]) * rs_latency, rel=1e-12)
+    # Without buckets (0 and 0) every part pays the whole latency.
+    plain = timeline_arrays(prm, np.array([1]), latency, zero=1, **OVERLAPPED_DP)
+    assert plain[TL_RBL, 0] == pytest.approx(wire + 10e-6 + 7 * 3e-6 + 14e-6, rel=1e-12)
+
+
 def test_the_distributed_optimizer_gathers_fp8_weights_in_half_the_bytes():
     """ZeRO-1's parameter all-gather after the step moves the weights as kept: bf16, or FP8 with train.fp8_params."""
     prm = TWO_PARTS

@@ -128,6 +128,10 @@ class PlacementInput:
     """The framework reduces gradients bucket by bucket under the backward (timeline step)."""
     overlap_param_gather: bool = False
     """The framework prefetches ZeRO parameter gathers under compute (timeline step)."""
+    grad_bucket_min_params: int = 0
+    grad_bucket_params_per_rank: int = 0
+    """The framework's gradient buckets (train.grad_bucket_*): at least this many parameters, and this many per rank of
+    the reduction group (0 and 0: one collective per part)."""
     serial_zero3_collectives: bool = False
     """ZeRO-3's overlapped gathers and reductions share one communicator, which runs one collective at a time (PyTorch
     FSDP, Megatron-FSDP by default): the backward's flow shop then has one communication stream (phaze.placement.dp)."""
@@ -249,7 +253,9 @@ class PlacementInput:
         return dict(grad_bytes_per_param_byte=self.grad_bytes_per_param_byte, gather_bytes_per_param_byte=self.weight_bytes_per_param_byte,
                     overlap_grad_reduce=self.overlap_grad_reduce,
                     overlap_param_gather=self.overlap_param_gather, update_bytes_per_param_byte=self.update_bytes_per_param_byte,
-                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown)
+                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown,
+                    bucket_min_bytes=float(self.grad_bucket_min_params * self.bytes_per_elem),
+                    bucket_bytes_per_rank=float(self.grad_bucket_params_per_rank * self.bytes_per_elem))
 
     @property
     def per_layer_recompute(self) -> bool:

@@ -14,7 +14,9 @@ Per ZeRO stage (Rajbhandari et al. 2020 §5; docs/parallelism.md, "How each is m
 - 3 (FSDP full shard): weights all-gathered before every microbatch's forward and again before its
   backward, gradients reduce-scattered after it.
 A reduction overlaps the rest of the backward bucket by bucket (one bucket per part) when the
-framework overlaps gradient reduction; a gather is prefetched under the previous part's compute when
+framework overlaps gradient reduction. Where the framework's buckets are larger than a part (Megatron-Core:
+max(40M, 1M x dp x cp) parameters, train.grad_bucket_*), the part moves its own bytes but pays only its share of
+the bucket's collective latency (ZeRO 0-2; ZeRO-3 gathers and reduces layer by layer); a gather is prefetched under the previous part's compute when
 it overlaps parameter gathers; otherwise each is added to its part's compute. An overlapped collective
 still slows the compute it hides under (its kernels hold cores and memory bandwidth): with
 hw.overlap_slowdown s, its part's compute grows by s / (1 + s) of its time (phaze.schedule.streams).
@@ -61,29 +63,42 @@ def timeline_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, **kw)
     return _timelines.get(key, lambda: step_arrays(prm, widths, network, **kw))
 
 
+def _bucketed_s(collective_s, nbytes: np.ndarray, shards: int, within, share: np.ndarray) -> np.ndarray:
+    """A part's time in a collective of its bucket: its bytes at the links' rate, and `share` of the bucket's latency
+    (the collective's time for no bytes: its launch and ring steps)."""
+    full = np.asarray(collective_s(nbytes, shards, within), dtype=np.float64)
+    latency = float(collective_s(0.0, shards, within))
+    return full - (1.0 - share) * latency
+
+
 def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: int, dp: int, cp: int,
                     replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
                     update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1,
-                    overlap_slowdown: float = 0.0, gather_bytes_per_param_byte: float = 1.0) -> np.ndarray:
+                    overlap_slowdown: float = 0.0, gather_bytes_per_param_byte: float = 1.0, bucket_min_bytes: float = 0.0,
+                    bucket_bytes_per_rank: float = 0.0) -> np.ndarray:
     """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
     `expert` are expert weights under expert parallelism `ep`; `replicas` of the dp share each network domain
     (`replicas_within`); gradients are `grad_bytes_per_param_byte`
-    times their size (fp32 gradients of bf16 weights: 2), gathered weights `gather_bytes_per_param_byte` (FP8 weights: 0.5)."""
+    times their size (fp32 gradients of bf16 weights: 2), gathered weights `gather_bytes_per_param_byte` (FP8 weights: 0.5);
+    buckets of max(`bucket_min_bytes`, `bucket_bytes_per_rank` x dp x cp) bytes of weights (0: one per part)."""
     if ep > 1 and expert is not None and np.any(expert):
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
-                      hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown, gather_bytes_per_param_byte=gather_bytes_per_param_byte)
+                      hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown, gather_bytes_per_param_byte=gather_bytes_per_param_byte,
+                      bucket_min_bytes=bucket_min_bytes, bucket_bytes_per_rank=bucket_bytes_per_rank)
         return (step_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
                 + step_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
     tl = np.zeros((len(TL_FIELDS), n_w, n))
     shards = dp * cp
+    bucket_bytes = max(bucket_min_bytes, bucket_bytes_per_rank * shards)
     for wi in range(n_w):
         within = group_within(network, int(widths[wi]), cp, replicas)
         grads = prm[wi] * grad_bytes_per_param_byte
-        allreduce = np.asarray(network.group_allreduce_s(grads, shards, within), dtype=np.float64)
-        scatter = np.asarray(network.group_reduce_scatter_s(grads, shards, within), dtype=np.float64)
-        gather = np.asarray(network.group_all_gather_s(prm[wi] * gather_bytes_per_param_byte, shards, within), dtype=np.float64)
+        share = np.minimum(1.0, prm[wi] / bucket_bytes) if bucket_bytes > 0 and zero < 3 else np.ones(n)
+        allreduce = _bucketed_s(network.group_allreduce_s, grads, shards, within, share)
+        scatter = _bucketed_s(network.group_reduce_scatter_s, grads, shards, within, share)
+        gather = _bucketed_s(network.group_all_gather_s, prm[wi] * gather_bytes_per_param_byte, shards, within, share)
         step_gather = (TL_GH if overlap_param_gather else TL_XH, gather)
         last_reduce = TL_RBL if overlap_grad_reduce else TL_XBL
         each_reduce = TL_RBM if overlap_grad_reduce else TL_XB

@@ -74,6 +74,13 @@ class TrainCfg:
     # HBM bytes the optimizer step moves per parameter (its passes over weights, gradients and state: the
     # framework presets count them, conf/train/*.yaml); 0: the update is not timed (PHAZE's step has none).
     update_bytes_per_param: float = 0.0
+    # The framework's gradient buckets, in parameters of one rank's model chunk: each holds at least
+    # grad_bucket_min_params and at least grad_bucket_params_per_rank per rank of the reduction group (Megatron-Core:
+    # bucket_size = max(40M, 1M x dp x cp), "to ensure that chunks used in NCCL ring-reduce implementations are large
+    # enough to remain bandwidth-bound rather than latency-bound"). A part smaller than a bucket pays its share of the
+    # bucket's collective latency. Both 0: one collective per part (a layer: PyTorch FSDP's unit, XLA's).
+    grad_bucket_min_params: int = 0
+    grad_bucket_params_per_rank: int = 0
 
     def __post_init__(self) -> None:
         """The step's own rules: known choices, positive sizes, the dimensions' values, microbatches dividing the global
@@ -92,6 +99,8 @@ class TrainCfg:
             choice(self.attention, "train.attention", Attention.values())
         recompute_options(self.recompute)
         positive(self.update_bytes_per_param, "train.update_bytes_per_param", allow_zero=True)
+        positive(self.grad_bucket_min_params, "train.grad_bucket_min_params", allow_zero=True)
+        positive(self.grad_bucket_params_per_rank, "train.grad_bucket_params_per_rank", allow_zero=True)
         zero_stages(self.zero, "train.zero")
         bools(self.sp, "train.sp")
         bools(self.tp_comm_overlap, "train.tp_comm_overlap")
