@@ -28,6 +28,7 @@ from phaze.workload.extract import extract_jobs
 from phaze.workload.graph import DENSE, Workload
 from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
+from phaze.workload.warp_mma import with_warp_mma
 from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, weight_bytes_per_param_byte, with_precision
 
 GIB = 2**30
@@ -35,11 +36,12 @@ GIB = 2**30
 
 def load_workloads(job: ModelJob) -> dict[int, Workload]:
     """The model's workload at every microbatch size of the job (cached on disk as traced, by `workload.processes`
-    processes at once; the precision and the compat switches apply after the cache)."""
+    processes at once; the precision, the attention kernel's instruction set and the compat switches apply after the cache)."""
     spec = job.workload
     step = forward_only if spec.forward_only else (lambda workload: workload)
     traced = extract_jobs(spec.jobs(), processes=spec.processes)
-    return {mbs: step(with_phaze_conventions(with_precision(w, spec.precision), spec.compat, str(spec.model.family)))
+    return {mbs: step(with_phaze_conventions(with_warp_mma(with_precision(w, spec.precision), spec.attention_warp_mma),
+                                             spec.compat, str(spec.model.family)))
             for mbs, w in zip(spec.mbs_values, traced)}
 
 

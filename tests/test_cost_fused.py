@@ -115,3 +115,15 @@ def test_flash_attention_forward_efficiency_point():
     assert seconds == pytest.approx([s_step + 2.6e-6, softmax, o_step], rel=1e-9)
     flops = 4.0 * 16384**2 * 128 * 16
     assert flops / seconds.sum() / 1e12 == pytest.approx(162.1, abs=0.05)
+
+
+def test_flash_attention_2_matmuls_run_at_the_mma_sync_rate_on_hopper():
+    """On an H100 FlashAttention-2's matmuls (mma.sync) run at 2/3 of the rate wgmma reaches (FlashAttention-3 paper,
+    section 2.2); on an A100, whose tensor cores mma.sync drives at their peak, at the same rate either way."""
+    for hw, fraction in (("h100", 0.6667), ("a100", 1.0)):
+        cfg = compose_config(f"hw={hw}", "cluster=dgx_h100")
+        points, net = enumerate_space(cfg.hw), Network.from_cfg(cfg.cluster)
+        pv = {**_step(True, 0.0, 0.0), "name": "o", "mm_k": 4096, "mm_n": 128}  # O = P V: compute-bound on both
+        own, warp = {**pv, "warp_mma": False}, {**pv, "warp_mma": True}
+        lat = op_latencies(pd.DataFrame([own, warp]), points, net, 1).parallel_s[:, 0]
+        assert lat[1] == pytest.approx(lat[0] / fraction, rel=1e-12)

@@ -13,7 +13,7 @@ from tests.conftest import compose_cfg
 
 IDEAL = {"matmul_efficiency": 1.0, "memory_efficiency": 1.0, "op_overhead_s": 0.0, "matmul_fixed_s": 0.0,
          "matmul_tile_rows": 0, "matmul_tile_cols": 0, "matmul_tile_fill_k": 0, "fp8_matmul_ratio": 0.0, "matmul_sustained_slowdown": 1.0,
-         "fp8_matmul_efficiency": 1.0, "sfu_lanes": 0}
+         "fp8_matmul_efficiency": 1.0, "sfu_lanes": 0, "mma_sync_fraction": 1.0}
 """PHAZE's accelerators: the ideal roofline, no FP8 (their tensor cores compute in 16 bits), no power-limited clock, no
 special-function units (their vector lanes evaluate exponentials)."""
 
@@ -67,6 +67,7 @@ def test_a100_keeps_issue_3_must_show_margins():
     ("op_overhead_s=inf", "hw.op_overhead_s must be a finite number of seconds >= 0, got inf"),
     ("matmul_sustained_slowdown=0.5", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got 0.5"),
     ("matmul_sustained_slowdown=inf", "hw.matmul_sustained_slowdown must be a finite number >= 1 (1: no power-limited slowdown), got inf"),
+    ("mma_sync_fraction=0", "hw.mma_sync_fraction must be in (0, 1], got 0.0"),
     ("sfu_lanes=-1", "hw.sfu_lanes must be a whole number of results per clock >= 0 (0: no special-function units), got -1.0"),
 ])
 def test_out_of_range_derating_is_rejected_naming_the_field(hw, override, message):

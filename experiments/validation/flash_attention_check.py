@@ -6,7 +6,8 @@ H100) and FlashAttention-3 (H100, with the FlashAttention-2 and cuDNN kernels it
 Each published point (experiments/data/flash_attention_published.csv) is the papers' setting: batch x sequence length =
 16k tokens, hidden size 2048 (32, 16 or 8 heads of 64, 128 or 256), fp16, with or without the causal mask. The model
 prices the same kernel as the extraction writes it (phaze.workload.attention.kernel_steps: FlashAttention-2's
-matmuls and softmax, the causally skipped blocks left out) on the `hw=a100` or `hw=h100` point, one kernel alone
+matmuls and softmax, the causally skipped blocks left out; FlashAttention-2's matmuls with warp-level MMA,
+hw.mma_sync_fraction) on the `hw=a100` or `hw=h100` point, one kernel alone
 (KERNEL_ALONE: the benchmarks time kernels, and FlashAttention-3's ran at a fixed 1830 MHz), and converts the time to
 TFLOP/s with the papers' formula: forward 4 s^2 d heads batch (halved when causal), backward 2.5 times that,
 forward + backward 3.5 times. Writes experiments/results/flash_attention_check.{md,json}.
@@ -44,9 +45,13 @@ def paper_flops(direction: str, batch: int, seq: int, heads: int, head_dim: int,
     return forward * {"fwd": 1.0, "bwd": BACKWARD_FLOPS_RATIO, "fwd+bwd": 1.0 + BACKWARD_FLOPS_RATIO}[direction]
 
 
-def kernel_frame(forward: bool, batch: int, seq: int, heads: int, head_dim: int, causal: bool) -> pd.DataFrame:
+WARP_MMA_KERNELS = ("flash-attention-2",)
+"""Kernels written with warp-level MMA (mma.sync): FlashAttention-2 (FlashAttention-3 and cuDNN use Hopper's wgmma)."""
+
+
+def kernel_frame(forward: bool, batch: int, seq: int, heads: int, head_dim: int, causal: bool, warp_mma: bool = False) -> pd.DataFrame:
     """One FlashAttention kernel's steps as operator rows: forward reads q, k, v and writes o (and the fp32 log-sum-exp);
-    backward reads q, k, v, o, do and the log-sum-exp and writes dq, dk, dv."""
+    backward reads q, k, v, o, do and the log-sum-exp and writes dq, dk, dv; `warp_mma`: its matmuls use mma.sync."""
     tensor = batch * seq * heads * head_dim * HALF_BYTES
     lse = batch * seq * heads * LSE_DTYPE.itemsize
     read, written = (3 * tensor, tensor + lse) if forward else (5 * tensor + lse, 3 * tensor)
@@ -54,6 +59,7 @@ def kernel_frame(forward: bool, batch: int, seq: int, heads: int, head_dim: int,
     frame = pd.DataFrame(rows)
     frame["op_id"] = np.arange(len(frame))
     frame["fp8"] = False
+    frame["warp_mma"] = warp_mma & (frame["kind"] == "matmul")
     return frame
 
 
@@ -65,8 +71,9 @@ def predict(published: pd.DataFrame) -> np.ndarray:
         space, network = enumerate_space(cfg.hw), model_job(cfg).network
         for i, r in rows.iterrows():
             directions = {"fwd": (True,), "bwd": (False,), "fwd+bwd": (True, False)}[r.direction]
-            seconds = sum(float(op_latencies(kernel_frame(forward, r.batch, r.seq_len, r.heads, r.head_dim, r.causal)[list(OP_COLUMNS) + ["fp8"]],
-                                             space, network, 1).parallel_s[:, 0].sum()) for forward in directions)
+            warp = r.kernel in WARP_MMA_KERNELS
+            seconds = sum(float(op_latencies(kernel_frame(forward, r.batch, r.seq_len, r.heads, r.head_dim, r.causal, warp)[
+                list(OP_COLUMNS) + ["fp8", "warp_mma"]], space, network, 1).parallel_s[:, 0].sum()) for forward in directions)
             out[published.index.get_loc(i)] = paper_flops(r.direction, r.batch, r.seq_len, r.heads, r.head_dim, r.causal) / seconds / 1e12
     return out
 

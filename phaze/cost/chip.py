@@ -46,6 +46,7 @@ class Chip:
     fp8_matmul_ratio: np.ndarray
     fp8_matmul_efficiency: np.ndarray
     sfu_lanes: np.ndarray
+    mma_sync_fraction: np.ndarray
 
     @classmethod
     def from_matrix(cls, values: np.ndarray) -> "Chip":
@@ -62,6 +63,7 @@ class Chip:
             op_overhead_s=col["op_overhead_s"], matmul_fixed_s=col["matmul_fixed_s"], tile_rows=col["matmul_tile_rows"], tile_cols=col["matmul_tile_cols"],
             tile_fill_k=col["matmul_tile_fill_k"], fp8_matmul_ratio=col["fp8_matmul_ratio"],
             fp8_matmul_efficiency=col["fp8_matmul_efficiency"], sfu_lanes=col["sfu_lanes"],
+            mma_sync_fraction=col["mma_sync_fraction"],
         )
 
 

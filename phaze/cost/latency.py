@@ -101,8 +101,15 @@ def fp8_ops(ops: pd.DataFrame) -> np.ndarray:
     return ops["fp8"].to_numpy(dtype=bool) if "fp8" in ops.columns else np.zeros(len(ops), dtype=bool)
 
 
+def warp_mma_ops(ops: pd.DataFrame) -> np.ndarray:
+    """Matmuls computed with warp-level MMA (the `warp_mma` column, phaze.workload.attention.with_warp_mma; False when
+    absent): they run at the chip's mma_sync_fraction."""
+    return ops["warp_mma"].to_numpy(dtype=bool) if "warp_mma" in ops.columns else np.zeros(len(ops), dtype=bool)
+
+
 def _matmul_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct cost rows, each op's row) of matmul ops: b, m, k, n, bytes per element, bytes moved, on chip, FP8."""
+    """(distinct cost rows, each op's row) of matmul ops: b, m, k, n, bytes per element, bytes moved, on chip, FP8,
+    warp-level MMA."""
     fp8 = fp8_ops(ops)
     cols = np.column_stack([
         ops[["mm_b", "mm_m", "mm_k", "mm_n"]].to_numpy(dtype=np.float64),
@@ -110,6 +117,7 @@ def _matmul_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         (ops["bytes_read"] + ops["bytes_written"]).to_numpy(dtype=np.float64),
         fused_steps(ops),
         fp8,
+        warp_mma_ops(ops),
     ])
     if np.any(cols[:, :4] <= 0):
         raise ValueError("a matmul op needs positive mm_b, mm_m, mm_k, mm_n")
@@ -117,8 +125,9 @@ def _matmul_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _matmul(distinct: np.ndarray, chip):
-    b, m, k, n, e, io, on_chip, in_fp8 = (distinct[:, i][:, None] for i in range(8))
-    rate = np.where(in_fp8.astype(bool), chip.fp8_matmul_ratio * chip.fp8_matmul_efficiency, 1.0)
+    b, m, k, n, e, io, on_chip, in_fp8, warp = (distinct[:, i][:, None] for i in range(9))
+    rate = (np.where(in_fp8.astype(bool), chip.fp8_matmul_ratio * chip.fp8_matmul_efficiency, 1.0)
+            * np.where(warp.astype(bool), chip.mma_sync_fraction, 1.0))
     return matmul_latency_s(b, m, k, n, e, io, chip, on_chip.astype(bool), rate)
 
 

@@ -57,7 +57,7 @@ def matmul_s(op, acc) -> tuple[float, float]:
     e = op["elem_bytes"] if op.get("elem_bytes", 0) > 0 else op["bytes_written"] / op["numel_out"]
     io = op["bytes_read"] + op["bytes_written"]
     f = acc.freq_ghz * GHZ
-    f_tc = f * acc.matmul_efficiency / acc.matmul_sustained_slowdown
+    f_tc = f * acc.matmul_efficiency / acc.matmul_sustained_slowdown * (acc.mma_sync_fraction if op.get("warp_mma", False) else 1.0)
     mem = acc.memory_efficiency
     hbm_bytes = io if op.get("fused", False) else max(io, _blocked(b, m, k, n, _tile(acc.glb_mib * MIB, e), e))
     port_bytes = max(hbm_bytes, _blocked(b, m, k, n, _tile(acc.tc_buffer_kib * KIB, e), e))

@@ -41,6 +41,7 @@ class Accelerator:
     matmul_sustained_slowdown: float = 1.0
     fp8_matmul_efficiency: float = 1.0
     sfu_lanes: int = 0
+    mma_sync_fraction: float = 1.0
 
     @classmethod
     def from_row(cls, row) -> "Accelerator":

@@ -14,9 +14,14 @@ from typing import Mapping
 
 import numpy as np
 
-EFFICIENCY_COLUMNS = ("matmul_efficiency", "memory_efficiency", "fp8_matmul_efficiency")
-"""Fractions in (0, 1]: of the tensor-core peak, of the HBM and on-chip buffer bandwidths, and of the bf16
-tile efficiency that FP8 GEMMs reach (FP8_EFFICIENCY_COLUMN)."""
+MMA_SYNC_COLUMN = "mma_sync_fraction"
+"""The tensor cores' rate with warp-level MMA instructions (Ampere's mma.sync) over the rate they reach with the chip's
+own (1: the same). H100: "the older mma.sync instruction can only reach about 2/3 the peak throughput of the Hopper
+Tensor Cores" (FlashAttention-3, Shah et al., arXiv 2407.08608, section 2.2), where wgmma reaches it. It prices the
+fused attention kernels written with mma.sync (FlashAttention-2: train.attention_warp_mma)."""
+EFFICIENCY_COLUMNS = ("matmul_efficiency", "memory_efficiency", "fp8_matmul_efficiency", MMA_SYNC_COLUMN)
+"""Fractions in (0, 1]: of the tensor-core peak, of the HBM and on-chip buffer bandwidths, of the bf16
+tile efficiency that FP8 GEMMs reach (FP8_EFFICIENCY_COLUMN), and of the rate warp-level MMA reaches (MMA_SYNC_COLUMN)."""
 OVERHEAD_COLUMN = "op_overhead_s"
 """Seconds >= 0 added to every tensor- and vector-core operator."""
 MATMUL_FIXED_COLUMN = "matmul_fixed_s"
@@ -47,7 +52,7 @@ after an L2 clear) rather than inside a training step's back-to-back GEMMs."""
 DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN,
                                                                                          SFU_COLUMN)
 OPTIONAL_DERATING_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN,
-                                                                    SFU_COLUMN)
+                                                                    SFU_COLUMN, MMA_SYNC_COLUMN)
 """The columns a points frame may lack (an Accelerator then takes its ideal default)."""
 
 

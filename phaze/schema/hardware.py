@@ -159,6 +159,9 @@ class HwCfg:
     # Special-function results (exponential, reciprocal) per clock per vector core, beside its lanes; a whole number
     # >= 0; 0: none (PHAZE's vector core). FlashAttention's fused softmax computes its exponentials on them.
     sfu_lanes: int = 0
+    # The tensor cores' rate with warp-level MMA (mma.sync) over their own instructions' rate, in (0, 1]; 1: the same.
+    # Fused attention kernels written with it (FlashAttention-2: train.attention_warp_mma) run at this fraction.
+    mma_sync_fraction: float = 1.0
     # How much longer compute takes while a collective runs beside it on the chip (the collective's kernels hold
     # cores and memory bandwidth): 0.189 = 18.9% longer. 0: collectives cost the compute nothing (PHAZE; a chip
     # whose links have their own DMA engines).

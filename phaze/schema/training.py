@@ -56,6 +56,10 @@ class TrainCfg:
     moe_imbalance: Optional[float] = None
     # eager | flash: the attention kernel, overriding model.attention (null: the model's own).
     attention: Optional[str] = None
+    # The fused attention kernel computes its matmuls with warp-level MMA (mma.sync: FlashAttention-2's kernels, which
+    # PyTorch's scaled_dot_product_attention runs as its flash backend), at hw.mma_sync_fraction of the tensor cores'
+    # rate; false: with the chip's own instructions (FlashAttention-3, cuDNN's fused attention, Transformer Engine).
+    attention_warp_mma: bool = False
     # Whether the framework's kernels are fused (see model.fused_kernels), overriding the model's (null: the model's own).
     fused_kernels: Optional[bool] = None
     # phaze: PHAZE's step (flush, then the gradient all-reduce, nothing overlapped) | timeline (the framework's overlaps).
