@@ -127,3 +127,21 @@ def test_flash_attention_2_matmuls_run_at_the_mma_sync_rate_on_hopper():
         own, warp = {**pv, "warp_mma": False}, {**pv, "warp_mma": True}
         lat = op_latencies(pd.DataFrame([own, warp]), points, net, 1).parallel_s[:, 0]
         assert lat[1] == pytest.approx(lat[0] / fraction, rel=1e-12)
+
+
+def test_the_framework_says_which_fused_matmuls_use_warp_level_mma(workload_cache):
+    """train=fsdp (PyTorch SDPA's FlashAttention-2) flags the fused kernel's matmuls, and only them; train=megatron
+    (Transformer Engine's kernels) flags none."""
+    from phaze.config import model_job
+    from phaze.workload.extract import extract_workload
+    from phaze.workload.warp_mma import with_warp_mma
+
+    assert model_job(compose_config("model=llama2", "hw=h100", "cluster=dgx_h100", "train=fsdp")).workload.attention_warp_mma
+    assert not model_job(compose_config("model=llama2", "hw=h100", "cluster=dgx_h100", "train=megatron")).workload.attention_warp_mma
+    cfg = compose_config("model=llama2", "model.attention=flash")
+    workload = extract_workload(cfg.model, 1, tp_widths=(8,), cache_dir=workload_cache)
+    flagged = with_warp_mma(workload, True).part(8, "layer")
+    for graph, matmuls in ((flagged.fwd, 2), (flagged.bwd, 5)):  # S and O; S again, dV, dP, dQ, dK
+        ops = graph.ops
+        assert (ops.warp_mma == (ops.fused & (ops.kind == "matmul"))).all() and ops.warp_mma.sum() == matmuls
+    assert with_warp_mma(workload, False) is workload
