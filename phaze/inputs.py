@@ -71,7 +71,8 @@ class WorkloadSpec:
 def workload_spec(config: Config, plan: PlanSpace) -> WorkloadSpec:
     return WorkloadSpec(training_model(config), plan.space.mbs, int(config.train.bytes_per_elem), tuple(config.train.tp_widths),
                         plan.values["sp"], plan.values["cp"], plan.values["ep"], str(config.train.precision),
-                        bool(config.train.attention_warp_mma), bool(config.train.forward_only), config.compat, config.cache_dir, config.workload_processes)
+                        bool(config.train.attention_warp_mma), bool(config.train.forward_only), config.compat, config.cache_dir,
+                        config.workload_processes)
 
 
 @dataclass(frozen=True)

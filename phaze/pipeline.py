@@ -28,8 +28,8 @@ from phaze.workload.extract import extract_jobs
 from phaze.workload.graph import DENSE, Workload
 from phaze.workload.inference import forward_only
 from phaze.workload.phaze_conventions import with_phaze_conventions
-from phaze.workload.warp_mma import with_warp_mma
 from phaze.workload.precision import fp8_weight_cache_bytes_per_param_byte, weight_bytes_per_param_byte, with_precision
+from phaze.workload.warp_mma import with_warp_mma
 
 GIB = 2**30
 

@@ -102,7 +102,7 @@ def fp8_ops(ops: pd.DataFrame) -> np.ndarray:
 
 
 def warp_mma_ops(ops: pd.DataFrame) -> np.ndarray:
-    """Matmuls computed with warp-level MMA (the `warp_mma` column, phaze.workload.attention.with_warp_mma; False when
+    """Matmuls computed with warp-level MMA (the `warp_mma` column, phaze.workload.warp_mma.with_warp_mma; False when
     absent): they run at the chip's mma_sync_fraction."""
     return ops["warp_mma"].to_numpy(dtype=bool) if "warp_mma" in ops.columns else np.zeros(len(ops), dtype=bool)
 

@@ -1,10 +1,11 @@
 """How far a real chip falls short of its ideal roofline: the achievable fraction of the tensor-core
 peak and of the memory bandwidths, a fixed time per operator (kernel launch and tail) and per matmul kernel,
 and the CTA tiles a GPU computes matmuls in; the rate of its tensor cores on FP8 GEMMs; how much slower its
-tensor cores step when GEMMs follow each other for seconds (a power-limited clock); and the special-function units
-its fused attention kernels compute their exponentials on.
+tensor cores step when GEMMs follow each other for seconds (a power-limited clock); the special-function units its
+fused attention kernels compute their exponentials on, and the rate of warp-level MMA against the chip's own.
 
-PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles, no slowdown); the GPU presets take measured values
+PHAZE's abstract accelerators are ideal (1, 1, 0 s, 0 s, no tiles, no slowdown, no special-function units, warp-level
+MMA at full rate); the GPU presets take measured values
 (conf/hw/a100.yaml, h100.yaml, docs/hardware.md §5).
 """
 
@@ -49,10 +50,10 @@ and 9.0). FlashAttention's fused softmax computes its exponentials on them (phaz
 KERNEL_ALONE = f"hw.{SUSTAINED_COLUMN}=1"
 """The override that predicts one kernel timed alone (a single-kernel measurement: MAMF, OpenXLA's table, one GEMM
 after an L2 clear) rather than inside a training step's back-to-back GEMMs."""
-DERATING_COLUMNS = EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS + (FP8_COLUMN, SUSTAINED_COLUMN,
-                                                                                         SFU_COLUMN)
-OPTIONAL_DERATING_COLUMNS = (MATMUL_FIXED_COLUMN,) + TILE_COLUMNS + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN,
-                                                                    SFU_COLUMN, MMA_SYNC_COLUMN)
+DERATING_COLUMNS = (EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) + TILE_COLUMNS
+                    + (FP8_COLUMN, SUSTAINED_COLUMN, SFU_COLUMN))
+OPTIONAL_DERATING_COLUMNS = ((MATMUL_FIXED_COLUMN,) + TILE_COLUMNS
+                             + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN, SFU_COLUMN, MMA_SYNC_COLUMN))
 """The columns a points frame may lack (an Accelerator then takes its ideal default)."""
 
 

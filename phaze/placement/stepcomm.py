@@ -14,10 +14,10 @@ Per ZeRO stage (Rajbhandari et al. 2020 §5; docs/parallelism.md, "How each is m
 - 3 (FSDP full shard): weights all-gathered before every microbatch's forward and again before its
   backward, gradients reduce-scattered after it.
 A reduction overlaps the rest of the backward bucket by bucket (one bucket per part) when the
-framework overlaps gradient reduction. Where the framework's buckets are larger than a part (Megatron-Core:
-max(40M, 1M x dp x cp) parameters, train.grad_bucket_*), the part moves its own bytes but pays only its share of
-the bucket's collective latency (ZeRO 0-2; ZeRO-3 gathers and reduces layer by layer); a gather is prefetched under the previous part's compute when
-it overlaps parameter gathers; otherwise each is added to its part's compute. An overlapped collective
+framework overlaps gradient reduction; a gather is prefetched under the previous part's compute when
+it overlaps parameter gathers; otherwise each is added to its part's compute. Where the framework's buckets are
+larger than a part (Megatron-Core: max(40M, 1M x dp x cp) parameters, train.grad_bucket_*), the part moves its own
+bytes but pays only its share of the bucket's collective latency (ZeRO 0-2; ZeRO-3 gathers and reduces layer by layer). An overlapped collective
 still slows the compute it hides under (its kernels hold cores and memory bandwidth): with
 hw.overlap_slowdown s, its part's compute grows by s / (1 + s) of its time (phaze.schedule.streams).
 The optimizer update of a part's (sharded) weights streams its state through HBM.
