@@ -130,13 +130,15 @@ def test_flash_attention_2_matmuls_run_at_the_mma_sync_rate_on_hopper():
 
 
 def test_the_framework_says_which_fused_matmuls_use_warp_level_mma(workload_cache):
-    """train=fsdp (PyTorch SDPA's FlashAttention-2) flags the fused kernel's matmuls, and only them; train=megatron
-    (Transformer Engine's kernels) flags none."""
+    """train.attention_warp_mma (a run on FlashAttention-2's kernels) flags the fused kernel's matmuls, and only them;
+    train=fsdp (PyTorch SDPA, which ran cuDNN's wgmma kernels on the project's H100) and train=megatron flag none."""
     from phaze.config import model_job
     from phaze.workload.extract import extract_workload
     from phaze.workload.warp_mma import with_warp_mma
 
-    assert model_job(compose_config("model=llama2", "hw=h100", "cluster=dgx_h100", "train=fsdp")).workload.attention_warp_mma
+    assert model_job(compose_config("model=llama2", "hw=h100", "cluster=dgx_h100", "train=fsdp",
+                                    "train.attention_warp_mma=true")).workload.attention_warp_mma
+    assert not model_job(compose_config("model=llama2", "hw=h100", "cluster=dgx_h100", "train=fsdp")).workload.attention_warp_mma
     assert not model_job(compose_config("model=llama2", "hw=h100", "cluster=dgx_h100", "train=megatron")).workload.attention_warp_mma
     cfg = compose_config("model=llama2", "model.attention=flash")
     workload = extract_workload(cfg.model, 1, tp_widths=(8,), cache_dir=workload_cache)

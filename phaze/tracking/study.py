@@ -25,6 +25,10 @@ from pathlib import Path
 
 from phaze.tracking.store import experiment_id, sqlite_creation_lock
 
+PARAM_LOG_ATTEMPTS = 2
+"""Workers sharing a study log its params at once: the one whose batch collides with another's reads again and logs
+what is left."""
+
 PARENT_TAG = "mlflow.parentRunId"
 STUDY_TAG = "phaze.study"
 TRIAL_PARAM = "trial_number"
@@ -122,10 +126,19 @@ class StudyTracker:
         """Study-level params on the parent run (values already logged with the same value are fine)."""
         from mlflow.entities import Param
 
-        existing = self.client.get_run(self.parent_id).data.params
-        new = [Param(k, str(v)) for k, v in params.items() if k not in existing]
-        if new:
-            self.client.log_batch(self.parent_id, params=new)
+        from mlflow.exceptions import MlflowException
+
+        for attempt in range(PARAM_LOG_ATTEMPTS):
+            existing = self.client.get_run(self.parent_id).data.params
+            new = [Param(k, str(v)) for k, v in params.items() if k not in existing]
+            if not new:
+                return
+            try:
+                self.client.log_batch(self.parent_id, params=new)
+                return
+            except MlflowException:
+                if attempt == PARAM_LOG_ATTEMPTS - 1:
+                    raise
 
     def log_trial(self, record: TrialRecord) -> None:
         """Queue one finished or pruned trial; written with the next flush."""
