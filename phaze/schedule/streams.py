@@ -192,7 +192,7 @@ def stream_makespan(graph, unit, latency_s: np.ndarray, opts: StreamOptions) -> 
             for k in range(int(chunks[i])):
                 for j in kernel:
                     feeds = gathers_of.get(j, [])
-                    inside = [q for q in pred[j] if q in parts and q in kernel]
+                    inside = [q for q in pred[j] if q in kernel]
                     others = [q for q in pred[j] if q not in feeds and q not in inside]
                     need = np.max(finish[others], axis=0) if others else np.zeros(p)
                     if feeds and k > 0:

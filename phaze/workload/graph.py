@@ -6,7 +6,7 @@ Every downstream stage (cost, schedule, placement) reads only these dataclasses 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -213,6 +213,11 @@ class Workload:
 
     def part(self, tp: int, part: str, sp: bool = False, cp: int = 1, ep: int = 1) -> LayerGraph:
         return self.graphs[Shard(tp, sp, cp, ep).canonical()][part]
+
+    def with_parts(self, convert) -> "Workload":
+        """The workload with `convert` applied to every part of every shard (LayerGraph -> LayerGraph)."""
+        return replace(self, graphs={shard: {name: convert(layer) for name, layer in parts.items()}
+                                     for shard, parts in self.graphs.items()})
 
     def train_matmul_flops_per_seq(self, tp: int | None = None) -> float:
         """Matmul FLOPs of one training step (fwd + bwd) per sequence, summed over all devices of a TP (and

@@ -18,5 +18,4 @@ def without_backward(graph: LayerGraph) -> LayerGraph:
 
 def forward_only(workload: Workload) -> Workload:
     """The workload with every part's backward removed (without_backward)."""
-    graphs = {shard: {part: without_backward(g) for part, g in parts.items()} for shard, parts in workload.graphs.items()}
-    return dataclasses.replace(workload, graphs=graphs)
+    return workload.with_parts(without_backward)

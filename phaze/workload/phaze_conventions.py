@@ -108,6 +108,4 @@ def with_phaze_conventions(workload: Workload, compat, family: str) -> Workload:
     """The workload as PHAZE's code costs it under the `compat` switches (unchanged when none of them is on)."""
     if not any(bool(getattr(compat, s, False)) for s in SWITCHES):
         return workload
-    graphs = {shard: {name: convert_part(layer, compat, family) for name, layer in parts.items()}
-              for shard, parts in workload.graphs.items()}
-    return dataclasses.replace(workload, graphs=graphs)
+    return workload.with_parts(lambda layer: convert_part(layer, compat, family))

@@ -188,8 +188,7 @@ def with_precision(workload: Workload, precision: str) -> Workload:
     phaze.schema.training.TrainCfg)."""
     if precision != Precision.fp8:
         return workload
-    graphs = {shard: {name: fp8_layer(layer) for name, layer in parts.items()} for shard, parts in workload.graphs.items()}
-    return dataclasses.replace(workload, graphs=graphs)
+    return workload.with_parts(fp8_layer)
 
 
 FP8_PARAMS_TRANSPOSE_BYTES_PER_PARAM = 1.0

@@ -19,7 +19,5 @@ def with_warp_mma(workload: Workload, warp_mma: bool) -> Workload:
     """The workload with its fused kernels' matmuls computed with warp-level MMA (`warp_mma`), else unchanged."""
     if not warp_mma:
         return workload
-    graphs = {shard: {name: dataclasses.replace(layer, fwd=_flagged(layer.fwd), bwd=_flagged(layer.bwd))
-                      for name, layer in parts.items()} for shard, parts in workload.graphs.items()}
-    return dataclasses.replace(workload, graphs=graphs)
+    return workload.with_parts(lambda layer: dataclasses.replace(layer, fwd=_flagged(layer.fwd), bwd=_flagged(layer.bwd)))
 
