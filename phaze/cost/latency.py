@@ -64,9 +64,14 @@ def elem_bytes(ops: pd.DataFrame) -> np.ndarray:
     return written / numel
 
 
+def _flag(ops: pd.DataFrame, column: str) -> np.ndarray:
+    """A boolean column of the operator table, False for every op where the table lacks it."""
+    return ops[column].to_numpy(dtype=bool) if column in ops.columns else np.zeros(len(ops), dtype=bool)
+
+
 def fused_steps(ops: pd.DataFrame) -> np.ndarray:
     """Steps inside a fused kernel (the `fused` column; False when absent): operands stay on chip."""
-    return ops["fused"].to_numpy(dtype=bool) if "fused" in ops.columns else np.zeros(len(ops), dtype=bool)
+    return _flag(ops, "fused")
 
 
 def kernel_launches(ops: pd.DataFrame) -> np.ndarray:
@@ -98,13 +103,13 @@ def _unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def fp8_ops(ops: pd.DataFrame) -> np.ndarray:
     """GEMMs run in FP8 (the `fp8` column, phaze.workload.precision; False when absent)."""
-    return ops["fp8"].to_numpy(dtype=bool) if "fp8" in ops.columns else np.zeros(len(ops), dtype=bool)
+    return _flag(ops, "fp8")
 
 
 def warp_mma_ops(ops: pd.DataFrame) -> np.ndarray:
     """Matmuls computed with warp-level MMA (the `warp_mma` column, phaze.workload.warp_mma.with_warp_mma; False when
     absent): they run at the chip's mma_sync_fraction."""
-    return ops["warp_mma"].to_numpy(dtype=bool) if "warp_mma" in ops.columns else np.zeros(len(ops), dtype=bool)
+    return _flag(ops, "warp_mma")
 
 
 def _matmul_rows(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

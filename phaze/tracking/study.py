@@ -125,7 +125,6 @@ class StudyTracker:
     def log_params(self, params: dict) -> None:
         """Study-level params on the parent run (values already logged with the same value are fine)."""
         from mlflow.entities import Param
-
         from mlflow.exceptions import MlflowException
 
         for attempt in range(PARAM_LOG_ATTEMPTS):
