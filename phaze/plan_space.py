@@ -146,7 +146,7 @@ def layer_variants(cfg, inter_op_parallel: bool) -> list[LayerVariant]:
     return out
 
 
-TRAIN_MODEL_FIELDS = ("attention", "fused_kernels", "capacity_factor", "moe_imbalance")
+TRAIN_MODEL_FIELDS = ("attention", "fused_kernels", "selective_policy", "capacity_factor", "moe_imbalance")
 """Framework choices that change the traced graphs: train.<field>, when set, overrides model.<field>."""
 
 

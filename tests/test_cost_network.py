@@ -56,7 +56,8 @@ DGX and NVL72 presets carry it."""
 
 
 def test_hierarchical_allreduce_by_hand():
-    net = Network.from_cfg(compose_cfg("cluster=dgx_a100").cluster)
+    """The levels one after another (cluster.collective_algorithm=ring; the presets' nccl: tests/test_cost_nccl.py)."""
+    net = Network.from_cfg(compose_cfg("cluster=dgx_a100", "cluster.collective_algorithm=ring").cluster)
     nvlink, ib = 300e9 * 0.767, 25e9 * 0.96  # line rates at NCCL's bus-bandwidth efficiency (conf/cluster/dgx_a100.yaml)
     assert (net.node_size, net.intra_bytes_s, net.inter_bytes_s) == (8, pytest.approx(nvlink), pytest.approx(ib))
     nbytes = 8e9
@@ -74,8 +75,9 @@ def test_hierarchical_allreduce_by_hand():
 
 def test_nccl_latency_dominates_small_collectives():
     """A 64 KiB TP all-reduce inside a DGX H100 is latency: 8.4 us + 14 NVLink steps of 3.4 us = 56 us, not the
-    0.3 us its bytes take; at 1 GiB the latency is under 2% of the time."""
-    net = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
+    0.3 us its bytes take; at 1 GiB the latency is under 2% of the time (NCCL's ring; the preset's NVLink SHARP:
+    tests/test_cost_nccl.py)."""
+    net = Network.from_cfg(compose_cfg("cluster=dgx_h100", "cluster.collective_algorithm=ring").cluster)
     nvlink4 = 450e9 * 0.822
     small = net.allreduce_s(65536.0, 8)
     assert small == pytest.approx(2 * 7 / 8 * 65536 / nvlink4 + 14 * NVLINK_STEP_S + NCCL_CALL_S, rel=1e-12)
@@ -127,7 +129,7 @@ def test_torus_allreduce_is_a_ring_per_dimension_by_hand():
 
 def test_tensor_parallel_group_inside_and_across_an_nvlink_domain():
     nbytes = 1e9
-    h100 = Network.from_cfg(compose_cfg("cluster=dgx_h100").cluster)
+    h100 = Network.from_cfg(compose_cfg("cluster=dgx_h100", "cluster.collective_algorithm=ring").cluster)
     nvlink4, ndr = 450e9 * 0.822, 50e9 * 0.94
     assert h100.allreduce_s(nbytes, 8) == pytest.approx(2 * 7 / 8 * nbytes / nvlink4 + 14 * NVLINK_STEP_S + NCCL_CALL_S, rel=1e-12)
     # TP 16 spans two DGX nodes: NVLink ring, then the 1/8 shard across the 2 nodes over InfiniBand.

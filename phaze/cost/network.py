@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phaze.cost import nccl
 from phaze.schema.choices import CollectiveAlgorithm
 
 GB = 1e9
@@ -63,6 +64,8 @@ class Network:
     """Per step across nodes; None: `latency_s`."""
     launch_latency_s: float = 0.0
     """Once per collective or point-to-point transfer."""
+    nvls_bytes_s: float | None = None
+    """NVLink SHARP's all-reduce bus bandwidth inside a node (algorithm nccl); None: none."""
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -71,6 +74,8 @@ class Network:
             object.__setattr__(self, "inter_latency_s", self.latency_s)
         if min(self.intra_bytes_s, self.inter_bytes_s) <= 0 or min(self.latency_s, self.inter_latency_s, self.launch_latency_s) < 0:
             raise ValueError("link bandwidths must be positive and the latencies non-negative")
+        if self.torus_dims and self.algorithm == "nccl":
+            raise ValueError("cluster.collective_algorithm=nccl: NCCL runs on nodes of GPUs; a torus allows ring, tree or best")
         if self.torus_dims and (math.prod(self.torus_dims) != self.devices or min(self.torus_dims) < 1):
             raise ValueError(f"cluster.torus_dims {list(self.torus_dims)} must be positive with product cluster.devices={self.devices}")
 
@@ -92,6 +97,7 @@ class Network:
             torus_dims=torus,
             inter_latency_s=None if getattr(cluster, "inter_node_latency_s", None) is None else float(cluster.inter_node_latency_s),
             launch_latency_s=float(getattr(cluster, "collective_launch_s", 0.0)),
+            nvls_bytes_s=None if getattr(cluster, "nvls_bus_gbps", None) is None else float(cluster.nvls_bus_gbps) * GB,
         )
 
     @property
@@ -123,6 +129,15 @@ class Network:
             latencies = [self.latency_s, self.inter_latency_s][: len(counts)]
         return [(c, r, lat) for c, r, lat in zip(counts, rates, latencies) if c > 1]
 
+    def _nccl_spans(self, n: int, within) -> tuple[int, float] | None:
+        """(nodes, bus bandwidth) of a group of n spanning several nodes under cluster.collective_algorithm=nccl
+        (phaze.cost.nccl times it); None otherwise (one node, or another algorithm: the levels' collectives)."""
+        if self.algorithm != "nccl" or not self.domains:
+            return None
+        per_node = int(max(1, min(n, within if np.ndim(within) == 0 else within[0])))
+        nodes = math.ceil(n / per_node)
+        return (nodes, nccl.bus_bytes_s(per_node, self.intra_bytes_s, self.inter_bytes_s)) if nodes > 1 else None
+
     @staticmethod
     def _ring_allreduce(nbytes, n: int, bytes_s: float, step_s: float):
         return 2.0 * (n - 1) / n * nbytes / bytes_s + 2 * (n - 1) * step_s
@@ -132,8 +147,9 @@ class Network:
         return 2.0 * nbytes / bytes_s + 2 * math.ceil(math.log2(n)) * step_s
 
     def _level_allreduce(self, nbytes, n: int, bytes_s: float, step_s: float):
-        """All-reduce among n peers on links of `bytes_s` and `step_s` per step, by the configured algorithm."""
-        if self.algorithm == "ring":
+        """All-reduce among n peers on links of `bytes_s` and `step_s` per step, by the configured algorithm (NCCL's
+        inside one node: its ring)."""
+        if self.algorithm in ("ring", "nccl"):
             return self._ring_allreduce(nbytes, n, bytes_s, step_s)
         if self.algorithm == "tree":
             return self._tree_allreduce(nbytes, n, bytes_s, step_s)
@@ -150,12 +166,19 @@ class Network:
         t = np.zeros_like(nbytes)
         if n <= 1:
             return _out(t)
+        spans = self._nccl_spans(n, within)
+        if spans is not None:
+            return _out(nccl.allreduce_s(nbytes, n, *spans, self.latency_s, self.inter_latency_s, self.launch_latency_s))
         levels = self._levels(n, within)
+        total = nbytes
         for i, (c, rate, step_s) in enumerate(levels):
             level = self._level_allreduce if i == len(levels) - 1 else self._ring_allreduce
             t = t + level(nbytes, c, rate, step_s)
             nbytes = nbytes / c
-        return _out(t + self.launch_latency_s)
+        t = t + self.launch_latency_s
+        if self.algorithm == "nccl" and self.nvls_bytes_s is not None:
+            t = np.minimum(t, nccl.nvls_allreduce_s(total, n, self.nvls_bytes_s))
+        return _out(t)
 
     def reduce_scatter_s(self, nbytes, n: int, stride: int = 1):
         """Ring reduce-scatter (or all-gather: same traffic) of `nbytes` over n devices: half a ring all-reduce."""
@@ -167,6 +190,9 @@ class Network:
         t = np.zeros_like(nbytes)
         if n <= 1:
             return _out(t)
+        spans = self._nccl_spans(n, within)
+        if spans is not None:
+            return _out(nccl.ring_reduce_scatter_s(nbytes, n, *spans, self.latency_s, self.inter_latency_s, self.launch_latency_s))
         for c, rate, step_s in self._levels(n, within):
             t = t + (c - 1) / c * nbytes / rate + (c - 1) * step_s
             nbytes = nbytes / c

@@ -39,6 +39,9 @@ StageLayers = make_choice("StageLayers", "train.stage_layers: how layers split o
 
 Attention = make_choice("Attention", "model.attention / train.attention: the attention kernel traced.", "eager", "flash")
 
+SelectivePolicy = make_choice("SelectivePolicy", "model.selective_policy / train.selective_policy: what selective recompute "
+                              "runs again (Megatron's attention core, or torchtitan's op policy).", "attention_core", "torchtitan_op")
+
 Backend = make_choice("Backend", "schedule.backend: the layer MILP's solver (auto: Gurobi within its licence, else HiGHS).",
                       "auto", "gurobi", "highs")
 
@@ -50,7 +53,7 @@ Objective = make_choice("Objective", "search.objective: what the study maximises
 PlacementSearch = make_choice("PlacementSearch", "search.placement: the placement DP per point (co-design), or each model's expert placement held fixed.",
                               "searched", "expert")
 
-CollectiveAlgorithm = make_choice("CollectiveAlgorithm", "cluster.collective_algorithm: how collectives are costed (ring, tree, the faster of the two).",
-                                  "ring", "tree", "best")
+CollectiveAlgorithm = make_choice("CollectiveAlgorithm", "cluster.collective_algorithm: how collectives are costed (ring, tree, the faster of the "
+                                  "two, or NCCL's flat ring and tree by its own model across nodes).", "ring", "tree", "best", "nccl")
 
 HwKind = make_choice("HwKind", "hw.kind: a grid of candidate chips, or one chip (a preset).", "grid", "point")

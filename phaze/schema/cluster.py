@@ -29,10 +29,14 @@ class ClusterCfg:
     link_latency_s: float = 0.0
     inter_node_latency_s: Optional[float] = None
     collective_launch_s: float = 0.0
-    # Collective algorithm: ring | tree (double binary tree) | best (the faster of the two per call).
+    # Collective algorithm: ring | tree (double binary tree) | best (the faster of the two per call), each level by level;
+    # nccl: across nodes NCCL's flat ring or its tree, whichever its own model times faster (phaze.cost.nccl).
     collective_algorithm: str = "ring"
     # A torus of these dimensions (x fastest, product = devices) instead of nodes; both link rates are then one link's.
     torus_dims: List[int] = field(default_factory=list)
+    # NVLink SHARP (NVLS): the all-reduce bus bandwidth (GB/s, nccl-tests' busbw) the node's NVSwitches reach reducing
+    # in the switch, read under collective_algorithm=nccl only (NCCL's NVLS algorithm inside a node); null: none.
+    nvls_bus_gbps: Optional[float] = None
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -53,7 +57,12 @@ class ClusterCfg:
         fraction(self.intra_node_efficiency, "cluster.intra_node_efficiency")
         fraction(self.inter_node_efficiency, "cluster.inter_node_efficiency")
         choice(self.collective_algorithm, "cluster.collective_algorithm", CollectiveAlgorithm.values())
+        if self.nvls_bus_gbps is not None:
+            positive(self.nvls_bus_gbps, "cluster.nvls_bus_gbps")
         if self.torus_dims:
+            if self.collective_algorithm == "nccl":
+                raise ConfigError("cluster.collective_algorithm=nccl: NCCL runs on nodes of GPUs; on a torus allowed values are "
+                                  f"{[a for a in CollectiveAlgorithm.values() if a != 'nccl']}")
             positive_ints(list(self.torus_dims), "cluster.torus_dims")
             if math.prod(self.torus_dims) != self.devices:
                 raise ConfigError(f"cluster.torus_dims={list(self.torus_dims)}: allowed values have product cluster.devices={self.devices}")

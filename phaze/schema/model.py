@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from phaze.config_values import ConfigError, choice, positive, positive_ints
-from phaze.schema.choices import Attention
+from phaze.schema.choices import Attention, SelectivePolicy
 from phaze.schema.fields import MISSING, complete
 
 SIZE_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size", "seq_len",
@@ -64,6 +64,10 @@ class ModelCfg:
     # The framework fuses elementwise chains (Megatron/Apex/Transformer Engine kernels, torch.compile), so the
     # forward saves only what a min-cut rematerialization partition keeps; false: every eager operator saves its inputs.
     fused_kernels: bool = False
+    # What train.recompute=selective runs again in backward: attention_core = Megatron's (the attention core, Korthikanti
+    # et al. 2022 §5); torchtitan_op = torchtitan's op policy (every operator but the odd-numbered matmuls of a block and
+    # its SDPA, whose outputs it keeps; phaze.workload.op_policy).
+    selective_policy: str = "attention_core"
     # Multi-head latent attention (family deepseek_v2; 0 otherwise): the key/value latent's width, the query latent's
     # (0: a full query projection), the shared rotary key's head width and the value head width; head_dim is then
     # the width of a head's non-rotary query/key part (DeepSeek's qk_nope_head_dim).
@@ -99,6 +103,7 @@ class ModelCfg:
         if not complete(self):
             return
         choice(self.attention, "model.attention", Attention.values())
+        choice(self.selective_policy, "model.selective_policy", SelectivePolicy.values())
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout={self.dropout}: allowed values are in [0, 1), or null (the family's own)")
         for name in SIZE_FIELDS:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from phaze.config_values import ConfigError, bools, choice, positive, positive_ints, recompute_options, zero_stages
-from phaze.schema.choices import Attention, Optimizer, Precision, RecomputeGranularity, StageLayers, StepModel
+from phaze.schema.choices import Attention, Optimizer, Precision, RecomputeGranularity, SelectivePolicy, StageLayers, StepModel
 
 
 @dataclass
@@ -62,6 +62,8 @@ class TrainCfg:
     attention_warp_mma: bool = False
     # Whether the framework's kernels are fused (see model.fused_kernels), overriding the model's (null: the model's own).
     fused_kernels: Optional[bool] = None
+    # What the framework's selective recompute runs again (see model.selective_policy), overriding the model's (null: its own).
+    selective_policy: Optional[str] = None
     # phaze: PHAZE's step (flush, then the gradient all-reduce, nothing overlapped) | timeline (the framework's overlaps).
     step_model: str = "phaze"
     # The framework reduces gradients bucket by bucket under the backward, prefetches ZeRO parameter gathers
@@ -101,6 +103,8 @@ class TrainCfg:
         choice(self.stage_layers, "train.stage_layers", StageLayers.values())
         if self.attention is not None:
             choice(self.attention, "train.attention", Attention.values())
+        if self.selective_policy is not None:
+            choice(self.selective_policy, "train.selective_policy", SelectivePolicy.values())
         recompute_options(self.recompute)
         positive(self.update_bytes_per_param, "train.update_bytes_per_param", allow_zero=True)
         positive(self.grad_bucket_min_params, "train.grad_bucket_min_params", allow_zero=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from phaze.atomic_file import write_atomic
 from phaze.cores import usable_cores
+from phaze.schema.choices import SelectivePolicy
 from phaze.spawn import spawn_context
 from phaze.workload.graph import DENSE, LayerGraph, Shard, Workload
 from phaze.workload.model_rules import block_parts, valid_ep
@@ -38,7 +39,7 @@ EXTRACTOR_VERSION = 10
 ARCH_FIELDS = (
     "family", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size",
     "seq_len", "max_position_embeddings", "word_embed_proj_dim", "tie_word_embeddings", "pre_norm",
-    "attention", "activation", "dropout", "fused_kernels",
+    "attention", "activation", "dropout", "fused_kernels", "selective_policy",
     "num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "capacity_factor", "moe_imbalance",
     "first_dense_layers", "moe_layer_freq", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim",
 )
@@ -85,15 +86,16 @@ def cache_key(model_cfg, mbs: int, bytes_per_elem: int, tp_widths, sp_values=(Fa
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool) -> LayerGraph:
+def _traced(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool, selective_policy: str) -> LayerGraph:
     """One part's graphs; with fused kernels, its norms, rotary embeddings and gated activations as one kernel each
-    (phaze.workload.fused_ops) and its saved tensors as a fusing compiler keeps them."""
+    (phaze.workload.fused_ops) and its saved tensors as a fusing compiler keeps them; selective recompute by
+    `selective_policy` (model.selective_policy)."""
     from phaze.workload.experts import expert_param_bytes
     from phaze.workload.fused_ops import fused_kernels
     from phaze.workload.trace import part_graph
 
     with fused_kernels(spec.module) if fused else contextlib.nullcontext():
-        return part_graph(part, spec, tp, mbs, seq_len, fused, expert_param_bytes(spec.module))
+        return part_graph(part, spec, tp, mbs, seq_len, fused, expert_param_bytes(spec.module), selective_policy)
 
 
 def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1, 2, 4, 8), sp_values=(False,), cp_values=(1,),
@@ -107,12 +109,13 @@ def extract_uncached(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
     shards = shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)
     dtype = getattr(torch, DTYPES[bytes_per_elem])
     fused = bool(getattr(model_cfg, "fused_kernels", False))
+    policy = str(getattr(model_cfg, "selective_policy", SelectivePolicy.attention_core.value))
     graphs = {}
     for shard in shards:
         parts = build_parts(model_cfg, mbs, shard.tp, dtype, sp=shard.sp, cp=shard.cp, ep=shard.ep)
         without_experts = graphs.get(replace(shard, ep=1), {})
         graphs[shard] = {p: without_experts[p] if p in EXPERT_FREE_PARTS and p in without_experts else
-                         _traced(p, parts[p], shard.tp, mbs, model_cfg.seq_len, fused) for p in parts}
+                         _traced(p, parts[p], shard.tp, mbs, model_cfg.seq_len, fused, policy) for p in parts}
     params, active = count_params(model_cfg)
     blocks = block_parts(model_cfg)
     return Workload(

@@ -17,7 +17,8 @@ from phaze.workload.aten_ops import GATHERS, flops_of, kind_of, matmul_dims, nby
 from phaze.workload.attention import CORE_MARKER, FLASH_FORWARD, FLASH_OPS, kernel_steps
 from phaze.workload.experts import ALL_TO_ALL
 from phaze.workload.families import PartSpec
-from phaze.workload.graph import EDGE_COLUMNS, NO_TRAFFIC, OP_COLUMNS, LayerGraph, OpGraph
+from phaze.workload.graph import BLOCK_PARTS, EDGE_COLUMNS, NO_TRAFFIC, OP_COLUMNS, LayerGraph, OpGraph
+from phaze.workload.op_policy import recomputed_and_kept_bytes
 from phaze.workload.tensor_parallel import token_dim
 
 TANGENT_PREFIX = "tangents"
@@ -216,12 +217,16 @@ def _gathered(fwd_gm: fx.GraphModule) -> dict[str, fx.Node]:
     return {n.name: n for n in fwd_gm.graph.nodes if n.op == "call_function" and op_name(n.target) == GATHER}
 
 
-def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool = False, expert_bytes: float = 0.0) -> LayerGraph:
+def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused: bool = False, expert_bytes: float = 0.0,
+               selective_policy: str = "attention_core") -> LayerGraph:
     """Trace a part and build its LayerGraph: ops both ways, parameters, saved activations, boundary bytes.
 
     A saved all-gather output is kept as its shard and gathered again in backward (`regather`).
-    `core_saved_bytes` is what selective recompute frees: the attention core's saved tensors less its inputs
-    (query, key, value), which become the checkpoint the core is recomputed from (Korthikanti et al. 2022 §5)."""
+    `core_saved_bytes` is what selective recompute frees and the forward ops marked `core` what it runs again: under
+    attention_core the attention core's saved tensors less its inputs (query, key, value), which become the checkpoint
+    the core is recomputed from (Korthikanti et al. 2022 §5); under torchtitan_op (a layer part) every operator but
+    those whose outputs torchtitan's policy keeps, which with the block's input are all the forward saves
+    (phaze.workload.op_policy)."""
     fwd_gm, bwd_gm, param_names = trace_part(spec, fused)
     params = set(param_names)
     fwd_base = _bases(fwd_gm, {})
@@ -242,6 +247,10 @@ def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused
     inside_saved = sum(nbytes(tensors_of(fwd_vals[b])[0]) for b in kept if b in core and b not in outputs)
     checkpoint = sum(nbytes(tensors_of(fwd_vals[b])[0]) for b in {fwd_base[i] for i in core_inputs} - kept)
     core_saved = float(inside_saved - checkpoint)
+    input_bytes = float(nbytes(spec.inputs[spec.grad_input])) if spec.grad_input is not None else 0.0
+    if selective_policy == "torchtitan_op" and part in BLOCK_PARTS:
+        core, kept_bytes = recomputed_and_kept_bytes(fwd_gm, input_bytes)
+        core_saved = saved_bytes - kept_bytes
     out = spec.module(*spec.inputs)
     return LayerGraph(
         part=part,
@@ -252,7 +261,7 @@ def part_graph(part: str, spec: PartSpec, tp: int, mbs: int, seq_len: int, fused
         bwd=graph_to_ops(bwd_gm, bwd_base, params, set(), regather),
         param_bytes=float(sum(nbytes(p) for p in spec.module.parameters())),
         saved_bytes=saved_bytes,
-        input_bytes=float(nbytes(spec.inputs[spec.grad_input])) if spec.grad_input is not None else 0.0,
+        input_bytes=input_bytes,
         output_bytes=float(nbytes(out)) if part != "post" else 0.0,
         core_saved_bytes=core_saved,
         expert_param_bytes=expert_bytes,
