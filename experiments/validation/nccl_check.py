@@ -27,7 +27,7 @@ TIMES = {"all_reduce": "allreduce_s", "all_gather": "all_gather_s"}
 def model_busbw_gbs(row, algorithm: str) -> float:
     """The row's collective under the preset at its GPUs and `algorithm`, as nccl-tests' bus bandwidth (GB/s)."""
     gpus = int(row.nodes * row.gpus_per_node)
-    cluster = compose_config(f"cluster={row.cluster}", f"cluster.devices={max(gpus, row.gpus_per_node)}",
+    cluster = compose_config(f"cluster={row.cluster}", f"cluster.devices={gpus}",
                              f"cluster.collective_algorithm={algorithm}").cluster
     seconds = float(getattr(Network.from_cfg(cluster), TIMES[row.collective])(float(row.message_bytes), gpus))
     return BUS_FACTOR[row.collective](gpus) * row.message_bytes / seconds / 1e9

@@ -56,10 +56,14 @@ def bus_bytes_s(per_node: int, intra_bytes_s: float, inter_bytes_s: float) -> fl
     return min(intra_bytes_s, per_node * inter_bytes_s)
 
 
+def _ring_latency_s(steps: int, inter_steps: int, intra_step_s: float, inter_step_s: float, launch_s: float) -> float:
+    """A flat ring's latency: the call, then its steps, `inter_steps` of them over the network."""
+    return launch_s + (steps - inter_steps) * intra_step_s + inter_steps * inter_step_s
+
+
 def ring_allreduce_s(nbytes, n: int, nodes: int, bus_s: float, intra_step_s: float, inter_step_s: float, launch_s: float):
     """NCCL's flat ring all-reduce of `nbytes` over n ranks on `nodes` nodes (more than one)."""
-    inter_steps = 2 * (nodes - 1)
-    latency_s = launch_s + (2 * (n - 1) - inter_steps) * intra_step_s + inter_steps * inter_step_s
+    latency_s = _ring_latency_s(2 * (n - 1), 2 * (nodes - 1), intra_step_s, inter_step_s, launch_s)
     return RING_PLATEAU * latency_s + 2.0 * (n - 1) / n * np.asarray(nbytes, dtype=np.float64) / bus_s
 
 
@@ -79,8 +83,7 @@ def allreduce_s(nbytes, n: int, nodes: int, bus_s: float, intra_step_s: float, i
 def ring_reduce_scatter_s(nbytes, n: int, nodes: int, bus_s: float, intra_step_s: float, inter_step_s: float, launch_s: float):
     """NCCL's flat ring reduce-scatter (or all-gather: the same steps) of `nbytes`, the whole tensor, across nodes: n - 1
     steps, nodes - 1 of them over the network; NCCL has no tree for these."""
-    inter_steps = nodes - 1
-    latency_s = launch_s + (n - 1 - inter_steps) * intra_step_s + inter_steps * inter_step_s
+    latency_s = _ring_latency_s(n - 1, nodes - 1, intra_step_s, inter_step_s, launch_s)
     return latency_s + (n - 1) / n * np.asarray(nbytes, dtype=np.float64) / bus_s
 
 

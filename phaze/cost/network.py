@@ -111,9 +111,9 @@ class Network:
         """How many of a group's n members, `stride` devices apart, share each of `domains`."""
         return tuple(int(max(1, min(n, d // max(1, stride)))) for d in self.domains)
 
-    def _levels(self, n: int, within) -> list[tuple[int, float, float]]:
-        """(members, bytes/s, latency per step) of each level the group spans, innermost first: `within` members
-        share each domain (an int: per node), the rest spread over the whole network."""
+    def _counts(self, n: int, within) -> list[int]:
+        """How many of the group's n members each level holds, innermost first (1 where the group does not span it):
+        `within` members share each domain (an int: per node), the rest spread over the whole network."""
         within = (within,) if np.ndim(within) == 0 else tuple(within)
         counts, below = [], 1
         for inside in within[: len(self.domains)]:
@@ -121,6 +121,11 @@ class Network:
             counts.append(inside // below)
             below = inside
         counts.append(math.ceil(n / below))
+        return counts
+
+    def _levels(self, n: int, within) -> list[tuple[int, float, float]]:
+        """(members, bytes/s, latency per step) of each level the group spans, innermost first (_counts)."""
+        counts = self._counts(n, within)
         if self.torus_dims:
             rates = [self.intra_bytes_s * (TORUS_RING_DIRECTIONS if c == dim > 2 else 1) for c, dim in zip(counts, self.torus_dims)]
             latencies = [self.latency_s] * len(counts)
@@ -134,8 +139,7 @@ class Network:
         (phaze.cost.nccl times it); None otherwise (one node, or another algorithm: the levels' collectives)."""
         if self.algorithm != "nccl" or not self.domains:
             return None
-        per_node = int(max(1, min(n, within if np.ndim(within) == 0 else within[0])))
-        nodes = math.ceil(n / per_node)
+        per_node, nodes = self._counts(n, within)
         return (nodes, nccl.bus_bytes_s(per_node, self.intra_bytes_s, self.inter_bytes_s)) if nodes > 1 else None
 
     @staticmethod
