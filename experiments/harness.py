@@ -93,10 +93,11 @@ def headline(overrides: list[str], workers: int) -> tuple[float, str]:
 
 
 def study_milps(storage: str) -> pd.DataFrame:
-    """Every layer MILP of the study in `storage` (its only study): status, gap and solve seconds."""
+    """Every layer MILP of the study in `storage` (its only study): status, gap, solve seconds and whether the schedule
+    came from the cache (solved earlier, its solve seconds then)."""
     study = optuna.load_study(study_name=None, storage=storage)
     rows = [m for t in study.get_trials(deepcopy=False) for m in t.user_attrs.get(MILPS_ATTR, [])]
-    return pd.DataFrame(rows, columns=["status", "mip_gap", "solve_s"])
+    return pd.DataFrame(rows, columns=["status", "mip_gap", "solve_s", "from_cache"])
 
 
 def command_line() -> str:

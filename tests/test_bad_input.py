@@ -74,6 +74,12 @@ CASES = [
     (["train.fp8_params=true"], "train.precision", "fp8"),
     (["hw=h100", "train.precision=fp8", "train.fp8_params=true", "train.master_bytes_per_param=2"], "train.master_bytes_per_param", "4"),
     (["hw=h100", "hw.matmul_sustained_slowdown=0.9"], "hw.matmul_sustained_slowdown", ">= 1"),
+    # a board power limit (issue 47): above the power that does not follow the clock, on a chip measured at a limit
+    (["hw=h100", "hw.power_limit_w=0"], "hw.power_limit_w", "numbers > the chip's power that does not follow its clock, hw.clock_floor_power_w=74.6 W"),
+    (["hw=h100", "hw.power_limit_w=60"], "hw.power_limit_w", "hw.clock_floor_power_w=74.6 W"),
+    (["hw=a100", "hw.power_limit_w=300"], "hw.power_limit_w", "no hw.sustained_power_w"),
+    (["hw=h100", "hw.clock_floor_power_w=-1"], "hw.clock_floor_power_w", ">= 0"),
+    (["hw=h100", "hw.sustained_power_w=50"], "hw.sustained_power_w", "> hw.clock_floor_power_w=74.6 W"),
     (["hw=h100", "hw.matmul_tile_rows=-1"], "hw.matmul_tile_rows", "whole number of elements >= 0"),
     (["hw=h100", "hw.matmul_fixed_s=-1e-6"], "hw.matmul_fixed_s", "seconds >= 0"),
     (["hw=modern_grid", "hw.area.tc_fp8_multiplier_um2=-5"], "hw.area.tc_fp8_multiplier_um2", ">= 0"),

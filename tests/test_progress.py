@@ -18,8 +18,11 @@ import pytest
 
 from phaze.config import compose_config, study_spec
 from phaze.search import progress
-from phaze.search.bound_clock import PLACEMENT
-from phaze.search.progress import PLAIN_INTERVAL_S, Ahead, Costs, RateMeter, StudyProgress, kinds_ahead, terminal_shape, time_left_s
+from phaze.search.bound_clock import OWN_DP, PLACEMENT, TOP_DP
+from phaze.search.ahead import least_fresh
+from phaze.search.dominance import HBM_AXIS, undominated
+from phaze.search.progress import (PLAIN_INTERVAL_S, Ahead, Costs, RateMeter, StudyProgress, fresh_bounds, kinds_ahead,
+                                   terminal_shape, time_left_s, trial_cost_s)
 from phaze.search.study import run_study
 from tests.test_search_study import TINY_MODEL
 
@@ -122,17 +125,26 @@ def test_kinds_of_the_points_ahead():
 
 
 def test_time_left_kind_by_kind():
-    """A placement bound per fresh signature and per bounded point, a trial per bounded signature (its share)."""
+    """A placement bound per fresh signature and per bounded point; then, for the bounded signatures, between none and
+    all of them going on to a trial, the geometric mean."""
     ahead = Ahead(cursor=40, fresh=np.array([0.5, 0.5, 1.0, 0.0, 0.0, 0.0]), bounded=np.array([False, False, False, True, True, True]),
                   bound_s=0.02, groups=np.array([7, 7, 8, 9, 9, 5]))
-    assert ahead.bounded_groups().tolist() == [5, 9] and ahead.bounded_groups(4).tolist() == [9]
-    # 2 fresh signatures + 3 bounded points at 0.02 s: 0.1 s; 2 bounded signatures at 4 s x a share of 0.5: 4 s
-    assert time_left_s(ahead, Costs(trial_s=4.0, trial_share=0.5, milp_s=30.0)) == pytest.approx((4.1, True))
-    assert time_left_s(ahead, Costs(milp_s=3.0)) == pytest.approx((6.1, True))  # no trial against a value: a MILP each
+    assert ahead.bounded_groups().tolist() == [5, 9]
+    # 2 fresh signatures + 3 bounded points at 0.02 s: 0.1 s; with both bounded signatures' 4 s trials, 8.1 s
+    assert time_left_s(ahead, Costs(trial_s=4.0, milp_s=30.0)) == pytest.approx((np.sqrt(0.1 * 8.1), True))
+    assert time_left_s(ahead, Costs(milp_s=4.0)) == pytest.approx((0.9, True))  # no trial against a value: a MILP each
     assert time_left_s(ahead, Costs()) is None  # a kind without a cost, after a value to beat: nothing shown
+    # signature 9 had a full evaluation: its layer schedules are known, its bounded points take no trial
+    evaluated = Ahead(cursor=40, fresh=ahead.fresh, bounded=ahead.bounded, bound_s=0.02, groups=ahead.groups,
+                      evaluated=np.array([False, False, False, True, True, False]))
+    assert evaluated.bounded_groups().tolist() == [5]
+    assert time_left_s(evaluated, Costs(trial_s=1.5)) == pytest.approx((np.sqrt(0.1 * 1.6), True))
     no_groups = Ahead(cursor=40, fresh=np.zeros(3), bounded=np.array([True, False, True]), bound_s=0.5)
     assert no_groups.bounded_groups().tolist() == [40, 42]  # each point its own
-    assert time_left_s(no_groups, Costs(trial_s=1.0)) == pytest.approx((1.0 + 2.0, True))
+    assert time_left_s(no_groups, Costs(trial_s=1.5)) == pytest.approx((np.sqrt(1.0 * 4.0), True))
+    # a bounded point's DP at its own HBM timed apart (1.25 s): 2.5 s of bounds, 5.5 s with the trials
+    own = Ahead(cursor=40, fresh=np.zeros(3), bounded=np.array([True, False, True]), bound_s=0.5, own_bound_s=1.25)
+    assert time_left_s(own, Costs(trial_s=1.5)) == pytest.approx((np.sqrt(2.5 * 5.5), True))
     # before a value to beat: 3 evaluations of 30 s, the current one 12 s in: 78 s, then the kinds read against the
     # lowest value completed, the bounds at the probe's 0.5 s
     early = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), evaluations=3)
@@ -140,10 +152,60 @@ def test_time_left_kind_by_kind():
     assert time_left_s(early, Costs(running_s=12.0, probe_s=0.5)) is None  # no evaluation has finished
     assert time_left_s(early, Costs(evaluation_s=30.0, running_s=12.0)) == pytest.approx((78.0, False))  # at least
     assert time_left_s(Ahead(3, np.zeros(2), np.zeros(2, bool)), Costs()) == (0.0, True)  # all dismissed
+    # ... each by a look-up of 1 ms once the walk has timed one: 2,000 points, 2 s
+    assert time_left_s(Ahead(3, np.zeros(2000), np.zeros(2000, bool), lookup_s=1e-3), Costs()) == pytest.approx((2.0, True))
+
+
+def test_fresh_signatures_take_between_the_undominated_and_all_bounds():
+    """8 fresh signatures, 2 of them undominated: between 2 and 8 placement bounds, the geometric mean 4, whose worst
+    ratio to either end is 2."""
+    ahead = Ahead(cursor=0, fresh=np.ones(8), bounded=np.zeros(8, bool), bound_s=0.5, least_fresh=2)
+    assert fresh_bounds(ahead) == pytest.approx(4.0)
+    assert time_left_s(ahead, Costs()) == pytest.approx((2.0, True))  # 4 bounds at 0.5 s
+    assert fresh_bounds(Ahead(cursor=0, fresh=np.ones(8), bounded=np.zeros(8, bool))) == 8.0  # none known: each its own
+
+
+def test_a_trial_takes_between_its_part_outside_the_milps_and_its_whole():
+    """Recent trials of 8 s, 6 s of them in layer MILPs: an upcoming trial takes between 2 s (no new MILP) and 8 s, the
+    geometric mean 4 s; without MILPs, the trials' mean; before a trial against a value, a MILP."""
+    assert trial_cost_s(Costs(trial_s=8.0, trial_milp_s=6.0)) == pytest.approx(4.0)
+    assert trial_cost_s(Costs(trial_s=1.5)) == pytest.approx(1.5)
+    assert trial_cost_s(Costs(milp_s=5.0)) == 5.0 and trial_cost_s(Costs()) is None
+    ahead = Ahead(cursor=0, fresh=np.zeros(2), bounded=np.ones(2, bool), bound_s=0.25, groups=np.array([4, 6]),
+                  schedule_bound_s=2.0)
+    # their placement bounds 0.5 s; with both signatures' schedule bounds (2 s) and trials (4 s), 12.5 s: 2.5 s
+    assert time_left_s(ahead, Costs(trial_s=8.0, trial_milp_s=6.0)) == pytest.approx((2.5, True))
+    now = FakeClock()
+    shown = StudyProgress(total=3, unit="points", stream=io.StringIO(), now=now)
+    now.time_s = 105.0
+    shown.trial(8.0, False, milps_s=(2.0, 4.0))
+    now.time_s = 107.0
+    shown.trial(4.0, False)
+    costs = shown.costs(now.time_s)  # both within the last 10 s: 6 s, of which 3 s in MILPs
+    assert (costs.trial_s, costs.trial_milp_s) == (6.0, 3.0)
+
+
+def test_a_trial_counts_only_the_milps_it_solved():
+    """A layer schedule the cache answered cost the trial nothing: its recorded seconds are an earlier trial's."""
+    from phaze.search.objective import solved_milps_s
+
+    assert solved_milps_s([["optimal", 0.0, 2.0, False], ["optimal", 0.0, 5.0, True], ["refuted", 0.3, 0.5, False]]) == (2.0, 0.5)
+    assert solved_milps_s(None) == ()
+
+
+def test_undominated_counts_rows_no_row_of_their_group_strictly_dominates():
+    more = np.array([[2.0, 2.0], [1.0, 2.0], [2.0, 2.0], [3.0, 1.0], [1.0, 2.0]])
+    everyone = np.ones(5, bool)
+    # one group: (1, 2) twice is below (2, 2); the two (2, 2) tie (neither strictly above) and (3, 1) is beside them
+    assert undominated(more, np.zeros(5, int), everyone) == 3
+    # rows 1 and 3 alone in a group: (1, 2) and (3, 1) neither dominates the other; row 4 is still below rows 0 and 2
+    assert undominated(more, np.array([0, 1, 0, 1, 0]), everyone) == 4
+    # only row 4 a candidate: rows that are not candidates still dominate it
+    assert undominated(more, np.zeros(5, int), np.array([False, False, False, False, True])) == 0
 
 
 def test_line_from_the_kinds_ahead():
-    """The trial share: trials against a value per bounded signature passed since there is a value to beat."""
+    """The line's time left from the kinds read at each tick, the trials' cost over the last RATE_WINDOW_S."""
     out, now = io.StringIO(), FakeClock()
     groups = np.array([3, 3, 4, 5])
     readings = iter([Ahead(10, np.array([0.0, 0.0, 0.5, 0.5]), np.array([True, True, False, False]), 0.25, groups=groups),
@@ -155,32 +217,30 @@ def test_line_from_the_kinds_ahead():
     assert shown.rate_text(now.time_s) == "5 points/s, time left not measured yet"
     now.time_s = 106.0
     shown.trial(8.0, False)  # a trial against the value, 8 s
-    shown.update(12, 14)  # passed the bounded signature 3 (2 points): share 1/1; 1 fresh signature left: 0.25 s
-    assert shown.passed_groups == {3} and shown.costs(now.time_s).trial_share == 1.0
+    shown.update(12, 14)  # 1 fresh signature left: 0.25 s
     assert shown.rate_text(now.time_s) == "2 points/s, 00:00 left"
-    now.time_s = 112.0  # the points' rate from 102 s, 10 s back: 2 points in 10 s; signature 5 bounded: a trial of 8 s
-    shown.update(12, 14)
-    assert out.getvalue().splitlines() == ["points: 12/14 decided (86%) after 00:12, 0.2 points/s, 00:08 left"]
+    now.time_s = 112.0  # the points' rate from 102 s, 10 s back: 2 points in 10 s; signature 5 bounded
+    shown.update(12, 14)  # 0.5 s of bounds, 8.5 s with its 8 s trial: 2.06 s
+    assert out.getvalue().splitlines() == ["points: 12/14 decided (86%) after 00:12, 0.2 points/s, 00:02 left"]
 
 
-def test_trial_share_follows_the_last_window():
-    """Bounded signatures passed without a trial over the last RATE_WINDOW_S bring the share of trials down: the walk's
-    open signatures near its end are dismissed by their bounds."""
-    now, groups = FakeClock(), np.arange(6)
-    readings = iter([Ahead(0, np.zeros(6), np.ones(6, bool), 0.1, groups=groups),
-                     Ahead(2, np.zeros(4), np.ones(4, bool), 0.1, groups=groups[2:]),
-                     Ahead(6, np.zeros(0), np.zeros(0, bool), 0.1, groups=groups[:0])])
-    shown = StudyProgress(total=6, unit="points", stream=io.StringIO(), now=now, ahead=lambda: next(readings))
-    shown.update(0, 6)
-    now.time_s = 101.0
-    shown.trial(4.0, False)
-    shown.update(2, 6)  # 2 signatures passed, 1 trial: a share of 0.5
-    assert shown.costs(now.time_s).trial_share == 0.5
-    now.time_s = 115.0  # 4 more passed since 105 s, no trial in the window: 0
-    shown.update(6, 6)
-    assert shown.costs(now.time_s).trial_share == 0.0
-    now.time_s = 140.0  # nothing passed and no trial in the window: the latest share stays
-    assert shown.costs(now.time_s).trial_share == 0.0
+def test_bound_clock_reads_the_latest_bounds(monkeypatch):
+    """The bounds' cost is the mean of those that ended within the window of the latest one: the walk's placement DPs
+    near its end stop sooner than the first ones."""
+    from phaze.search import bound_clock
+    from phaze.search.bound_clock import BoundClock
+
+    ticks = iter([100.0, 101.0, 130.0, 135.0])
+    monkeypatch.setattr(bound_clock.time, "monotonic", lambda: next(ticks))
+    clock = BoundClock()
+    clock.add(PLACEMENT, None, 9.0)  # no value to beat: not counted
+    clock.add(PLACEMENT, 1.0, 0.02)
+    clock.add(PLACEMENT, 1.0, 0.04)
+    assert clock.recent_mean_s(PLACEMENT, 10.0) == pytest.approx(0.03)  # 100 s and 101 s: both recent
+    clock.add(PLACEMENT, 1.0, 0.005)
+    clock.add(PLACEMENT, 1.0, 0.007)
+    assert clock.recent_mean_s(PLACEMENT, 10.0) == pytest.approx(0.006)  # 130 s and 135 s
+    assert clock.mean_s(PLACEMENT) == pytest.approx(0.018) and clock.recent_mean_s("lookup", 10.0) is None
 
 
 def test_line_before_a_value_to_beat_counts_the_evaluations_left():
@@ -216,6 +276,26 @@ def test_known_bounds_are_known_bound_of_every_point(tmp_path):
     one_by_one = np.array([ev.known_bound(int(i)) for i in points])
     assert np.array_equal(ev.known_bounds(points), one_by_one)
     assert (one_by_one < ev.work_bound).sum() > 0 and ev.bound_clock.count[PLACEMENT] > 0 and ev.bound_clock.mean_s(PLACEMENT) > 0
+    # every placement bound that ran a DP ran one at a signature's largest HBM or at the point's own
+    dp_clock = ev.models[0].dp_clock
+    assert dp_clock.count[TOP_DP] > 0 and ev.dps() == dp_clock.count[TOP_DP] + dp_clock.count[OWN_DP]
+    assert ev.dp_s(TOP_DP, 1e9) == pytest.approx(dp_clock.mean_s(TOP_DP))
+    # least_fresh against a count point by point: a fresh signature counts unless an open point of its cost group has
+    # at least each MORE_IS_FASTER column of the signature's point at the largest HBM, and more of one
+    fresh, bounded, signatures = np.ones(len(points)), np.zeros(len(points), bool), ev.sibling_groups()
+    bounded[::3] = True
+    fresh[bounded] = 0.0
+    dominance, max_hbm = ev.models[0].dominance, ev.models[0].max_hbm_gib
+    firsts = [int(np.flatnonzero((signatures == g) & ~bounded)[0]) for g in np.unique(signatures[~bounded])]
+    count = 0
+    for i in firsts:
+        mine = dominance.more[i].copy()
+        mine[HBM_AXIS] = max_hbm
+        others = [dominance.more[j] if bounded[j] else np.where(np.arange(len(mine)) == HBM_AXIS, max_hbm, dominance.more[j])
+                  for j in firsts + np.flatnonzero(bounded).tolist() if j != i and dominance.group[j] == dominance.group[i]]
+        count += not any((o >= mine).all() and (o > mine).any() for o in others)
+    assert 0 < count < len(firsts)
+    assert least_fresh(ev, points, fresh, bounded, signatures) == count
 
 
 def test_terminal_draws_a_bar_on_a_pseudo_terminal_without_a_size(monkeypatch):

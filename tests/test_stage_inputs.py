@@ -121,11 +121,12 @@ def test_a_model_job_parses_the_plan_space_once_as_options_does(tmp_path):
 def test_the_study_spec_keeps_the_study_names_of_the_composed_config():
     """A study's name hashes its typed config exactly as the composed config was hashed (existing studies resume):
     these names were computed from the composed config (with hw.sfu_lanes, hw.mma_sync_fraction and train.grad_bucket_*,
-    train.attention_warp_mma, train.selective_policy, cluster.nvls_bus_gbps and cluster.collective_algorithm=nccl, which change the answer, in the hash)."""
-    assert study_spec(compose_config()).name == "llama2-phaze_grid-phaze_1024-bound-throughput-9fc6b137"
-    assert study_spec(compose_config("train=megatron", "hw=h100", "cluster=dgx_h100")).name == "llama2-h100-dgx_h100-bound-throughput-92319dfd"
-    assert study_spec(compose_config("model=[llama2,gpt2]")).name == "llama2+gpt2-phaze_grid-phaze_1024-bound-throughput-f819ac04"
-    assert study_spec(compose_config("compat=phaze")).name == "llama2-phaze_grid-phaze_1024-bound-throughput-463ba221"
+    train.attention_warp_mma, train.selective_policy, cluster.nvls_bus_gbps, cluster.collective_algorithm=nccl and hw.power_limit_w,
+    hw.sustained_power_w, hw.clock_floor_power_w, which change the answer, in the hash)."""
+    assert study_spec(compose_config()).name == "llama2-phaze_grid-phaze_1024-bound-throughput-aaedc311"
+    assert study_spec(compose_config("train=megatron", "hw=h100", "cluster=dgx_h100")).name == "llama2-h100-dgx_h100-bound-throughput-74b1efae"
+    assert study_spec(compose_config("model=[llama2,gpt2]")).name == "llama2+gpt2-phaze_grid-phaze_1024-bound-throughput-32dfa5c4"
+    assert study_spec(compose_config("compat=phaze")).name == "llama2-phaze_grid-phaze_1024-bound-throughput-6457fe82"
 
 
 def test_a_common_study_hands_each_model_its_own_job_and_the_baseline_its_preset():

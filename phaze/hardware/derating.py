@@ -47,6 +47,10 @@ SFU_COLUMN = "sfu_lanes"
 (0: none, PHAZE's vector core, whose lanes evaluate exponentials in many cycles). A100 and H100: 16 per SM per clock
 (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table: base-2 exponential, compute capabilities 8.0
 and 9.0). FlashAttention's fused softmax computes its exponentials on them (phaze.cost.vector)."""
+CLOCK_POWER_EXPONENT = 3.0
+"""How a chip's power that follows its clock grows with the clock: dynamic CMOS power is activity x C x V^2 x f
+(Hennessy & Patterson, Computer Architecture, 6th ed., section 1.5), and a GPU lowering its clock under its power limit
+lowers its voltage with it along its voltage-frequency curve (V about proportional to f over that range): f^3."""
 KERNEL_ALONE = f"hw.{SUSTAINED_COLUMN}=1"
 """The override that predicts one kernel timed alone (a single-kernel measurement: MAMF, OpenXLA's table, one GEMM
 after an L2 clear) rather than inside a training step's back-to-back GEMMs."""
@@ -55,6 +59,18 @@ DERATING_COLUMNS = (EFFICIENCY_COLUMNS + (OVERHEAD_COLUMN, MATMUL_FIXED_COLUMN) 
 OPTIONAL_DERATING_COLUMNS = ((MATMUL_FIXED_COLUMN,) + TILE_COLUMNS
                              + (FP8_COLUMN, FP8_EFFICIENCY_COLUMN, SUSTAINED_COLUMN, SFU_COLUMN, MMA_SYNC_COLUMN))
 """The columns a points frame may lack (an Accelerator then takes its ideal default)."""
+
+
+def capped_slowdown(slowdown: float, sustained_power_w: float | None, power_limit_w: float | None,
+                    clock_floor_power_w: float) -> float:
+    """The tensor cores' sustained slowdown under the board power limit `power_limit_w` (W), from `slowdown`, measured
+    at `sustained_power_w`: of the board's power, all but `clock_floor_power_w` follows the SM clock as its cube
+    (CLOCK_POWER_EXPONENT), so the sustained clock scales by ((limit - floor) / (measured - floor))^(1/3) and the
+    slowdown by its inverse, never below 1 (a kernel alone). No limit (None) or none measured: `slowdown` itself."""
+    if power_limit_w is None or sustained_power_w is None:
+        return float(slowdown)
+    ratio = (float(sustained_power_w) - clock_floor_power_w) / (float(power_limit_w) - clock_floor_power_w)
+    return max(1.0, float(slowdown) * ratio ** (1.0 / CLOCK_POWER_EXPONENT))
 
 
 def check_derating(values: Mapping[str, object], where: str) -> None:

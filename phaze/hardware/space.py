@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from phaze.hardware.area import UM2_PER_MM2, area_components_um2, stacks_for_capacity
-from phaze.hardware.derating import DERATING_COLUMNS, check_derating
+from phaze.hardware.derating import DERATING_COLUMNS, SUSTAINED_COLUMN, capped_slowdown, check_derating
 from phaze.hardware.hbm import generation, stack_columns
 from phaze.hardware.power import operand_fetches_per_mac, tdp_components_w
 from phaze.hardware.rates import GB, GBIT, FLOPS_PER_MAC, core_buffer_kib, peak_matmul_flops, peak_vector_ops
@@ -145,6 +145,8 @@ def describe_points(hw, axes: pd.DataFrame) -> pd.DataFrame:
     """The points `axes` (point_axes columns) with the config's chip-wide values and every derived column."""
     derating = {name: float(getattr(hw, name)) for name in DERATING_COLUMNS}
     check_derating(derating, "hw.")
+    derating[SUSTAINED_COLUMN] = capped_slowdown(derating[SUSTAINED_COLUMN], hw.sustained_power_w, hw.power_limit_w,
+                                                 float(hw.clock_floor_power_w))
     stacked = uses_stacks(hw)
     names = [a for a in point_axes(hw) if a in axes.columns]
     frame = axes[names].reset_index(drop=True)

@@ -156,6 +156,16 @@ class HwCfg:
     # How many times longer the tensor cores' steps take when GEMMs run back to back for seconds (a training step)
     # than in one kernel alone: the power limit lowers the clock. >= 1; 1: no power-limited slowdown (PHAZE).
     matmul_sustained_slowdown: float = 1.0
+    # The board power limit (W) matmul_sustained_slowdown was measured at (H100 SXM: 700); null: none measured, and no
+    # other limit can be asked for.
+    sustained_power_w: Optional[float] = None
+    # The board power that does not follow the SM clock (W, >= 0): leakage at the lowest voltage, HBM idle, the board.
+    clock_floor_power_w: float = 0.0
+    # The board power limit the chip runs under (W); null: sustained_power_w. The power that follows the clock goes as
+    # its cube, so the clock, and with it the tensor cores' steps, scale from the measured slowdown by
+    # ((sustained_power_w - clock_floor_power_w) / (power_limit_w - clock_floor_power_w))^(1/3), never below one kernel
+    # alone (phaze.hardware.derating.capped_slowdown).
+    power_limit_w: Optional[float] = None
     # Special-function results (exponential, reciprocal) per clock per vector core, beside its lanes; a whole number
     # >= 0; 0: none (PHAZE's vector core). FlashAttention's fused softmax computes its exponentials on them.
     sfu_lanes: int = 0
@@ -187,3 +197,22 @@ class HwCfg:
                 positive(getattr(self, name), f"hw.{name}")
         for name in ("spare_cores", "spare_hbm_stacks", "spare_glb_mib", "interconnect_lanes", "interconnect_gbit_s_per_lane", "pcie_lanes"):
             positive(getattr(self, name), f"hw.{name}", allow_zero=True)
+        self.check_power_limit()
+
+    def check_power_limit(self) -> None:
+        """A power limit needs the limit the slowdown was measured at, and both lie above the power that does not follow
+        the clock (a limit at or below it leaves the clock nothing: no sustained clock follows)."""
+        positive(self.clock_floor_power_w, "hw.clock_floor_power_w", allow_zero=True)
+        floor = float(self.clock_floor_power_w)
+        if self.sustained_power_w is not None and not self.sustained_power_w > floor:
+            raise ConfigError(f"hw.sustained_power_w={self.sustained_power_w!r}: allowed values are numbers > "
+                              f"hw.clock_floor_power_w={floor:g} W, or null")
+        if self.power_limit_w is None:
+            return
+        if self.sustained_power_w is None:
+            raise ConfigError(f"hw.power_limit_w={self.power_limit_w!r}: hw={self.name} has no hw.sustained_power_w (the "
+                              f"limit its hw.matmul_sustained_slowdown was measured at); allowed value is null")
+        if isinstance(self.power_limit_w, bool) or not self.power_limit_w > floor:
+            raise ConfigError(f"hw.power_limit_w={self.power_limit_w!r}: allowed values are numbers > the chip's power that "
+                              f"does not follow its clock, hw.clock_floor_power_w={floor:g} W, or null "
+                              f"(hw.sustained_power_w={self.sustained_power_w:g} W)")

@@ -8,8 +8,9 @@ from typing import Callable
 
 import numpy as np
 
-from phaze.search.bound_clock import PLACEMENT, SCHEDULE
-from phaze.search.progress import Ahead, kinds_ahead
+from phaze.search.bound_clock import LOOKUP, OWN_DP, SCHEDULE, TOP_DP
+from phaze.search.dominance import HBM_AXIS, undominated
+from phaze.search.progress import RATE_WINDOW_S, Ahead, kinds_ahead
 from phaze.search.ranking import to_beat
 
 
@@ -43,9 +44,30 @@ def points_ahead(search, evaluator, sampler, top_n: int, seen: dict) -> Callable
         fresh, bounded = kinds_ahead(evaluator.known_bounds(points), evaluator.work_bound[points],
                                      to_beat(search, value) / scales[points] if value is not None else scales[points], signatures[points])
         clock = evaluator.bound_clock
-        return Ahead(cursor, fresh, bounded, clock.mean_s(PLACEMENT), evaluations, signatures[points], clock.mean_s(SCHEDULE))
+        evaluated = np.isin(signatures[points], signatures[np.asarray(list(seen["evaluated"]), dtype=np.int64)])
+        return Ahead(cursor, fresh, bounded, bound_s=evaluator.dp_s(TOP_DP, RATE_WINDOW_S), evaluations=evaluations,
+                     groups=signatures[points], schedule_bound_s=clock.recent_mean_s(SCHEDULE, RATE_WINDOW_S),
+                     least_fresh=least_fresh(evaluator, points, fresh, bounded, signatures[points]), evaluated=evaluated,
+                     own_bound_s=evaluator.dp_s(OWN_DP, RATE_WINDOW_S), lookup_s=clock.recent_mean_s(LOOKUP, RATE_WINDOW_S))
 
     return read
+
+
+def least_fresh(evaluator, points: np.ndarray, fresh: np.ndarray, bounded: np.ndarray, signatures: np.ndarray) -> int:
+    """How many of the fresh signatures among `points` (kinds_ahead) no other point still open dominates
+    (DominatingBounds): each needs a placement bound of its own, while a bound on one that another dominates may come
+    from its neighbour's. A signature counts at its largest HBM, where its placement bound is found; the open points
+    bounded so far count at their own. Each model's expert placement held fixed bounds by signature only: all of them."""
+    is_fresh = fresh > 0
+    if evaluator.fixed_placement or not is_fresh.any():
+        return len(np.unique(signatures[is_fresh]))
+    dominance = evaluator.models[0].dominance
+    _, first = np.unique(signatures[is_fresh], return_index=True)
+    tops, open_ = points[is_fresh][first], points[bounded]
+    at_top = dominance.more[tops].copy()
+    at_top[:, HBM_AXIS] = evaluator.models[0].max_hbm_gib
+    return undominated(np.vstack([at_top, dominance.more[open_]]), np.concatenate([dominance.group[tops], dominance.group[open_]]),
+                       np.arange(len(tops) + len(open_)) < len(tops))
 
 
 def bound_probe(search, evaluator, sampler, seen: dict) -> Callable[[], float | None]:

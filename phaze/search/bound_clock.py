@@ -11,6 +11,15 @@ PLACEMENT = "placement"
 """A placement DP on a point's lower-bound latencies (SpaceEvaluator.placement_bound)."""
 SCHEDULE = "schedule"
 """A placement on a point's list schedules (SpaceEvaluator.schedule_bound)."""
+TOP_DP = "top_dp"
+"""A placement DP at a signature's largest HBM, its bound for every HBM sibling (ModelEvaluator.placement_bound): one per
+fresh signature (phaze.search.progress.kinds_ahead)."""
+OWN_DP = "own_dp"
+"""A placement DP at a point's own HBM, below its signature's bound: one per bounded point."""
+LOOKUP = "lookup"
+"""A point's bound read from the bounds found so far, without a DP (SpaceEvaluator.known_bound, or a placement bound
+that the bounds found so far answer): the branch-and-bound walk asks one of every point it passes, thousands a second
+on the headline run, so it is not free either."""
 
 
 class BoundClock:
@@ -20,16 +29,32 @@ class BoundClock:
     def __init__(self):
         self.count: Counter[str] = Counter()
         self.seconds: Counter[str] = Counter()
+        self.ends: dict[str, list[tuple[float, float]]] = {}
+        """By kind, (when it ended, seconds) of each bound, in time order."""
 
     @contextmanager
     def timing(self, kind: str, beat: float | None):
         """Time the block as one bound of `kind` when there is a value to beat (`beat` not None)."""
         start = time.perf_counter()
         yield
+        self.add(kind, beat, time.perf_counter() - start)
+
+    def add(self, kind: str, beat: float | None, seconds: float) -> None:
+        """One bound of `kind` that took `seconds`, counted when there is a value to beat (`beat` not None)."""
         if beat is not None:
             self.count[kind] += 1
-            self.seconds[kind] += time.perf_counter() - start
+            self.seconds[kind] += seconds
+            self.ends.setdefault(kind, []).append((time.monotonic(), seconds))
 
     def mean_s(self, kind: str) -> float | None:
         """Mean seconds of a bound of `kind` so far; None before the first."""
         return self.seconds[kind] / self.count[kind] if self.count[kind] else None
+
+    def recent_mean_s(self, kind: str, window_s: float) -> float | None:
+        """Mean seconds of the bounds of `kind` that ended within `window_s` of the latest one; None before the first.
+        Read from another thread (a study's progress) while bounds are added: a copy of the list first."""
+        ends = list(self.ends.get(kind, ()))
+        if not ends:
+            return None
+        recent = [seconds for end_s, seconds in ends if end_s >= ends[-1][0] - window_s]
+        return float(sum(recent) / len(recent))

@@ -54,3 +54,16 @@ class DominatingBounds:
                 covers = (axes[None, :, :] >= self.more[indices[rows]][:, None, :]).all(axis=2)
                 bound[rows] = np.where(covers, values[None, :], np.inf).min(axis=1, initial=np.inf)
         return bound
+
+
+def undominated(more: np.ndarray, group: np.ndarray, candidates: np.ndarray) -> int:
+    """How many of the rows `candidates` (a mask) no row of the same `group` strictly dominates (at least as much of
+    every MORE_IS_FASTER column of `more`, more of one): each of them can only be bounded by a bound of its own."""
+    count = 0
+    for code in np.unique(group[candidates]).tolist():
+        rows = group == code
+        others, mine = more[rows], more[rows & candidates]
+        at_least = (others[None, :, :] >= mine[:, None, :]).all(axis=2)
+        above = (others[None, :, :] > mine[:, None, :]).any(axis=2)
+        count += int((~(at_least & above).any(axis=1)).sum())
+    return count

@@ -26,7 +26,7 @@ from phaze.search.dominance import HBM_AXIS, MORE_IS_FASTER, TIE_BREAKS, Dominat
 from phaze.search.placed import PLACED_KEPT, known_placement, latency_digest
 from phaze.search.point_evaluation import Evaluation, throughput_of
 from phaze.search.points import chip_of, chip_params, optimum_run, point_at  # noqa: F401  (optimum_run: re-exported)
-from phaze.search.bound_clock import PLACEMENT, SCHEDULE, BoundClock
+from phaze.search.bound_clock import LOOKUP, OWN_DP, PLACEMENT, SCHEDULE, TOP_DP, BoundClock
 
 GIB = 2**30
 PLACEMENTS = PlacementSearch.values()
@@ -68,6 +68,9 @@ class ModelEvaluator:
         """The answers kept on the last latencies placed, {beat: result}, by placer arguments and latency_digest (placer)."""
         self.dominance = DominatingBounds(points)
         """The placement bounds found so far, each bounding the points it dominates (MORE_IS_FASTER)."""
+        self.dp_clock = BoundClock()
+        """The placement DPs asked for against a value to beat, by kind (TOP_DP, OWN_DP): a bound that ran none was a
+        look-up."""
 
     def signature(self, index: int) -> int:
         """The point's cost signature (phaze.cost.chip.cost_signatures): points sharing it have the same latencies."""
@@ -100,12 +103,14 @@ class ModelEvaluator:
         key = (int(fixed), self.signature(index))
         top, below = float(self._top[key]), float(self._top_cutoff[key])
         if np.isnan(top) or (not np.isnan(below) and (beat is None or beat < below)):
-            top, below = self._bound(point_at(self.points, index).assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
+            with self.dp_clock.timing(TOP_DP, beat):
+                top, below = self._bound(point_at(self.points, index).assign(hbm_gib=self.max_hbm_gib), bounds, fixed, beat_at)
             self._top[key], self._top_cutoff[key] = top, np.nan if below is None else below
         if (beat is not None and top <= beat) or self.dominance.more[index, HBM_AXIS] == self.max_hbm_gib:
             value = top
         else:
-            value = self._bound(point_at(self.points, index), bounds, fixed, beat_at)[0]
+            with self.dp_clock.timing(OWN_DP, beat):
+                value = self._bound(point_at(self.points, index), bounds, fixed, beat_at)[0]
         if not fixed:
             self.dominance.record(index, value)
         return value
@@ -255,9 +260,23 @@ class SpaceEvaluator:
     def placement_bound(self, index: int, beat: float | None = None) -> float:
         """Throughput upper bound of one point: the mean of the models' placement bounds (the DP, or each
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
-        stopped as soon as it cannot beat `beat` (see bounded_mean)."""
-        with self.bound_clock.timing(PLACEMENT, beat):
-            return self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
+        stopped as soon as it cannot beat `beat` (see bounded_mean). Timed as a PLACEMENT bound where it ran a DP, else
+        as a LOOKUP."""
+        start, dps = time.perf_counter(), self.dps()
+        value = self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
+        ran = self.dps() > dps
+        self.bound_clock.add(PLACEMENT if ran else LOOKUP, beat, time.perf_counter() - start)
+        return value
+
+    def dps(self) -> int:
+        """Placement DPs the models ran against a value to beat so far."""
+        return sum(sum(m.dp_clock.count.values()) for m in self.models)
+
+    def dp_s(self, kind: str, window_s: float) -> float | None:
+        """Seconds of a placement DP of `kind` (TOP_DP, OWN_DP) on one point, every model's: the sum of their means over
+        the latest `window_s` (BoundClock.recent_mean_s); None before any model ran one."""
+        means = [m.dp_clock.recent_mean_s(kind, window_s) for m in self.models]
+        return None if all(v is None for v in means) else float(sum(v for v in means if v is not None))
 
     def known_bound(self, index: int) -> float:
         """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's

@@ -15,6 +15,7 @@ import socket
 
 import optuna
 
+from phaze.search.bound_clock import LOOKUP
 from phaze.search.claims import PointTaken
 from phaze.search.evaluator import GIB, Evaluation, SpaceEvaluator
 from phaze.search.ranking import POINT_PARAM, RECORD_ATTR, latest_nth, to_beat, top_n_of, value_to_beat
@@ -23,7 +24,15 @@ from phaze.tracking import (BOUND_PREFIX, EVALUATED, INFEASIBLE, OBJECTIVE_METRI
                             TrialRecord)
 
 MILPS_ATTR = "layer_milps"
-"""User attribute listing a full evaluation's layer MILPs as [status, mip_gap, solve_s] (for closure statistics)."""
+"""User attribute listing a full evaluation's layer MILPs as [status, mip_gap, solve_s, from_cache] (for closure
+statistics; from_cache: solved by an earlier trial, in solve_s then)."""
+
+
+def solved_milps_s(rows) -> tuple[float, ...]:
+    """Seconds of the layer MILPs a trial solved itself: its MILPS_ATTR rows less those the cache answered."""
+    return tuple(solve_s for _, _, solve_s, from_cache in rows or () if not from_cache)
+
+
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 """Which process ran a trial (tag `worker` of its child run): host and process id."""
 
@@ -86,7 +95,8 @@ class Objective:
             if beat is None or self.ev.work_bound[index] <= beat:
                 return False
             if known_only:
-                return self.ev.known_bound(index) <= beat
+                with self.ev.bound_clock.timing(LOOKUP, beat):
+                    return self.ev.known_bound(index) <= beat
             return self.ev.placement_bound(index, beat) <= beat or self.ev.schedule_bound(index, beat) <= beat
 
         return passed_over
@@ -149,7 +159,7 @@ class Objective:
         evaluation = self.ev.evaluate(index, beat)
         trial.set_user_attr("full_eval", True)  # ILPs and DP ran, whether or not the point is then pruned
         if evaluation.milps:
-            trial.set_user_attr(MILPS_ATTR, [[m.status, m.mip_gap, m.solve_s] for m in evaluation.milps])
+            trial.set_user_attr(MILPS_ATTR, [[m.status, m.mip_gap, m.solve_s, m.from_cache] for m in evaluation.milps])
         if not evaluation.exact:  # its layers, scheduled one at a time, showed it cannot beat the study
             self._pruned(trial, index, "ilp_bound", evaluation.throughput_seq_s * self.scale(index))
         self.full_evals[index] = evaluation

@@ -27,8 +27,8 @@ POLL_S = 1.0
 where no trial ends (the walk over the points its bounds pass over: 11,033 of the headline run's 11,133 in the last
 25% of its study, experiments/results/progress_estimate.md)."""
 RATE_WINDOW_S = 10.0
-"""Seconds back over which the points' rate shown is measured (RateMeter), and the trials' recent cost and share
-(Costs): the headline run decides points at rates thousands of times apart (0.1 a second through its full
+"""Seconds back over which the points' rate shown is measured (RateMeter), and the recent costs of trials (Costs) and
+bounds (Ahead): the headline run decides points at rates thousands of times apart (0.1 a second through its full
 evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
 points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x over 30 s and 90.7x since
 the start, tqdm's rate (experiments/results/progress_estimate.md)."""
@@ -81,8 +81,8 @@ def kinds_ahead(known: np.ndarray, work: np.ndarray, beat: np.ndarray, signature
     fresh: for a point bounded by its work bound only, 1/(such points of its cost signature), since one placement bound
     at the largest HBM bounds them all (ModelEvaluator.placement_bound); else 0. bounded: whether a bound found so far
     bounds the point below its work bound yet still above the value to beat `beat` (a placement bound at its own HBM,
-    and for some a trial, will decide it). The rest, known <= beat, a bound already found dismisses (a look-up each,
-    counted as free)."""
+    and for some a trial, will decide it). The rest, known <= beat, a bound already found dismisses (the look-up that
+    every point takes, Ahead.lookup_s)."""
     fresh = np.zeros(len(known))
     open_ = known > beat
     unbounded = open_ & (known >= work)
@@ -103,8 +103,9 @@ class Ahead:
     bounded: np.ndarray
     """kinds_ahead's bounded points, over the same points."""
     bound_s: float | None = None
-    """Mean seconds of a placement bound against a value to beat so far (SpaceEvaluator.bound_clock); None before the
-    first."""
+    """Seconds of a fresh signature's placement bound: the latest DPs at a signature's largest HBM against a value to
+    beat (SpaceEvaluator.dp_s, TOP_DP, over RATE_WINDOW_S: near the walk's end, against a value close to the optimum,
+    they stop sooner); None before the first."""
     evaluations: int = 0
     """Full evaluations still needed before there is a value to beat (search.top_n less the points completed); the
     kinds are then read against the lowest value completed so far."""
@@ -112,16 +113,28 @@ class Ahead:
     """The cost signatures of the same points (HBM siblings share one, and with it every layer schedule); None: each
     point its own."""
     schedule_bound_s: float | None = None
-    """Mean seconds of a list-schedule bound against a value to beat so far (SpaceEvaluator.bound_clock); None before
-    the first."""
+    """Mean seconds of the latest list-schedule bounds against a value to beat (as bound_s); None before the first."""
+    least_fresh: int | None = None
+    """Of the fresh signatures, those no other open point dominates (phaze.search.ahead.least_fresh): the fewest
+    placement bounds they can take, since a bound on a point bounds every point it dominates. None: each its own."""
+    evaluated: np.ndarray | None = None
+    """Over the same points, whether a point of its signature had a full evaluation: every layer schedule of the
+    signature is then known, and its bounded points are decided by their placement bounds, not trials (the headline
+    run's first 5 evaluations left 6 such signatures open, all passed over without a trial). None: none had."""
+    own_bound_s: float | None = None
+    """Seconds of a bounded point's placement bound: the latest DPs at a point's own HBM (SpaceEvaluator.dp_s, OWN_DP);
+    None before the first (then at bound_s)."""
+    lookup_s: float | None = None
+    """Mean seconds of the walk's latest look-ups of a point's bound in the bounds found so far (bound_clock's LOOKUP,
+    as bound_s), one for every point it passes; None before the first (then counted as free)."""
 
-    def bounded_groups(self, count: int | None = None) -> np.ndarray:
-        """The distinct signatures of the bounded points (of the first `count` points only, when given); without
-        `groups`, the points' places in the order."""
-        bounded = self.bounded[:count]
+    def bounded_groups(self) -> np.ndarray:
+        """The distinct signatures of the bounded points not evaluated: those a trial may decide; without `groups`, the
+        points' places in the order."""
+        bounded = self.bounded if self.evaluated is None else self.bounded & ~self.evaluated
         if self.groups is None:
             return self.cursor + np.flatnonzero(bounded)
-        return np.unique(self.groups[:count][bounded])
+        return np.unique(self.groups[bounded])
 
 
 @dataclass(frozen=True)
@@ -144,40 +157,62 @@ class Costs:
     """Mean seconds of the trials against a value to beat that ended over the last RATE_WINDOW_S (the latest one where
     none did); None before the first. Recent, not since the start: the first trials after the value to beat each
     solve a new layer MILP (5 s on the headline run), later ones find most of theirs solved (1-2 s)."""
-    trial_share: float = 1.0
-    """Trials against a value to beat per bounded signature the study passed over the last RATE_WINDOW_S (at most 1;
-    the latest measured where neither came in that window): the siblings of the first points evaluated each take a
-    trial, while the signatures the walk's bounds leave open near its end are dismissed by their own bounds, 24
-    trials for 220 such signatures on the headline run (experiments/results/progress_estimate.md)."""
+    trial_milp_s: float = 0.0
+    """Mean seconds of the layer MILPs of the same trials (the part of trial_s a trial that needs no new MILP skips)."""
+
+
+def fresh_bounds(ahead: Ahead) -> float:
+    """Placement bounds the fresh signatures will take: between Ahead.least_fresh (those no other open point dominates)
+    and all of them (none bounded by a neighbour's bound), how many depends on values not found yet, so their geometric
+    mean, the estimate whose worst ratio to any count in that range is the least (the square root of their ratio). The
+    headline run's walk ran 905 placement DPs for 3,711 fresh signatures, 226 of them undominated
+    (experiments/results/progress_estimate.md)."""
+    signatures = float(ahead.fresh.sum())
+    return signatures if ahead.least_fresh is None else float(np.sqrt(ahead.least_fresh * signatures))
+
+
+def trial_cost_s(costs: Costs) -> float | None:
+    """Seconds a bounded signature's trial will take: between the recent trials' part outside their layer MILPs (its
+    layers' schedules proven by list schedules or solved already) and their whole (a MILP as theirs), which of the two
+    is unknown until its list schedules run, so their geometric mean (as fresh_bounds). The headline run's first trials
+    against a value each ran a 5-7 s MILP, its later ones none, at about 1 s (experiments/results/progress_estimate.md).
+    Before the first such trial, the mean layer MILP; None without either."""
+    if costs.trial_s is None:
+        return costs.milp_s
+    return float(np.sqrt(max(costs.trial_s - costs.trial_milp_s, 0.0) * costs.trial_s))
 
 
 def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
     """(seconds left, whether every kind with points left had a measured cost), kind by kind: the full evaluations
-    before a value to beat at their mean (less the time the current one has run), a placement bound per fresh signature
-    and per bounded point at the mean placement bound (before one is asked for, at the probe's), and a trial per
-    bounded signature at its schedule bound (Ahead.schedule_bound_s) plus the mean trial against a value times the share
-    of such signatures that took one lately (before the first trial, at the mean layer MILP). Where a kind with points
-    left has no cost yet: before a value to beat, the rest is at least what is left (whole False); after, None, as
-    before the first evaluation ends."""
+    before a value to beat at their mean (less the time the current one has run), the fresh signatures' placement
+    bounds (fresh_bounds, at Ahead.bound_s; before one is asked for, at the probe's) and one per bounded point (at
+    Ahead.own_bound_s), a look-up per point (Ahead.lookup_s); then the bounded signatures not evaluated
+    (Ahead.bounded_groups). Each either falls to its own bounds or goes on to its list-schedule bound (Ahead.schedule_bound_s) and a trial
+    (trial_cost_s; before the first trial against a value, a layer MILP); which, the bounds found so far do not say, so
+    the time left lies between none and all of them going on, and is their geometric mean (as fresh_bounds). The
+    headline run's walk opens 86 such signatures at once at 80% of its time, of which 8 take a trial, after 23 of 23
+    before (experiments/results/progress_estimate.md). Where a kind with points left has no cost yet: before a value to
+    beat, the rest is at least what is left (whole False); after, None, as before the first evaluation ends."""
     left_s, whole = 0.0, True
     if ahead.evaluations:
         if costs.evaluation_s is None:
             return None
         left_s += max(ahead.evaluations * costs.evaluation_s - costs.running_s, 0.0)
-    bounds = float(ahead.fresh.sum()) + float(ahead.bounded.sum())
+    left_s += len(ahead.fresh) * (ahead.lookup_s or 0.0)
     bound_s = ahead.bound_s if ahead.bound_s is not None else costs.probe_s
-    if bounds > 0:
+    own_s = ahead.own_bound_s if ahead.own_bound_s is not None else bound_s
+    if fresh_bounds(ahead) + float(ahead.bounded.sum()) > 0:
         if bound_s is None:
             whole = False
         else:
-            left_s += bounds * bound_s
+            left_s += fresh_bounds(ahead) * bound_s + float(ahead.bounded.sum()) * own_s
     signatures = len(ahead.bounded_groups())
     if signatures:
-        trial_s = costs.trial_s * costs.trial_share if costs.trial_s is not None else costs.milp_s
+        trial_s = trial_cost_s(costs)
         if trial_s is None:
             whole = False
         else:
-            left_s += signatures * (trial_s + (ahead.schedule_bound_s or 0.0))
+            left_s = float(np.sqrt(left_s * (left_s + signatures * (trial_s + (ahead.schedule_bound_s or 0.0)))))
     if not whole and not ahead.evaluations:
         return None
     return left_s, whole
@@ -230,17 +265,11 @@ class StudyProgress:
         self.probe = probe if enabled else None
         self.probes_s: list[float] = []
         """The probes' seconds (their mean: Costs.probe_s)."""
-        self.passed_groups: set[int] = set()
-        """Signatures of the bounded points (kinds_ahead) the cursor passed since there is a value to beat."""
-        self.passed_meter = RateMeter()
-        """How many of them, at each reading (the trial share's window)."""
-        self.trial_share = 1.0
-        """The latest trial share measured (Costs.trial_share)."""
         self.evaluations_s: list[float] = []
         self.milps_s: list[float] = []
         """Seconds of every layer MILP the trials ran."""
-        self.against: list[tuple[float, float]] = []
-        """(when it ended, seconds) of each trial against a value to beat."""
+        self.against: list[tuple[float, float, float]] = []
+        """(when it ended, seconds, its layer MILPs' seconds) of each trial against a value to beat."""
         self.last_evaluation_s = self.start_s
         self.lock = threading.Lock()
         self.bar = None
@@ -270,7 +299,7 @@ class StudyProgress:
         probe_s = self.probe() if self.probe is not None and evaluated and not self.settled else None
         with self.lock:
             if self.settled:
-                self.against.append((self.now(), seconds))
+                self.against.append((self.now(), seconds, float(sum(milps_s))))
             self.milps_s.extend(milps_s)
             if probe_s is not None:
                 self.probes_s.append(probe_s)
@@ -278,32 +307,19 @@ class StudyProgress:
                 self.evaluations_s.append(seconds)
                 self.last_evaluation_s = self.now()
 
-    def read_ahead(self, time_s: float) -> None:
-        """Read `ahead`, keep the signatures of the bounded points the cursor passed since the last reading, and
-        measure the trial share over the last RATE_WINDOW_S (kept where nothing came in that window)."""
-        known, self.known = self.known, self.ahead()
-        if known is not None and not known.evaluations:
-            self.passed_groups.update(known.bounded_groups(max(self.known.cursor - known.cursor, 0)).tolist())
-        self.passed_meter.add(time_s, len(self.passed_groups))
-        window_s = time_s - RATE_WINDOW_S
-        passed = len(self.passed_groups) - next((n for t, n in reversed(self.passed_meter.readings) if t <= window_s), 0)
-        trials = self.recent_trials(time_s)
-        if passed or trials:
-            self.trial_share = min(1.0, trials / passed) if passed else 1.0
-
     def recent_trials(self, time_s: float) -> int:
         """How many trials against a value to beat ended over the last RATE_WINDOW_S before `time_s`."""
-        return sum(end_s > time_s - RATE_WINDOW_S for end_s, _ in self.against)
+        return sum(end_s > time_s - RATE_WINDOW_S for end_s, _, _ in self.against)
 
     def costs(self, time_s: float) -> Costs:
         """What each kind of decision has cost so far (Costs), at `time_s`."""
-        recent = [seconds for _, seconds in self.against[-max(self.recent_trials(time_s), 1):]]
+        recent = self.against[-max(self.recent_trials(time_s), 1):]
         return Costs(evaluation_s=float(np.mean(self.evaluations_s)) if self.evaluations_s else None,
                      running_s=time_s - self.last_evaluation_s,
                      probe_s=float(np.mean(self.probes_s)) if self.probes_s else None,
                      milp_s=float(np.mean(self.milps_s)) if self.milps_s else None,
-                     trial_s=float(np.mean(recent)) if recent else None,
-                     trial_share=self.trial_share)
+                     trial_s=float(np.mean([seconds for _, seconds, _ in recent])) if recent else None,
+                     trial_milp_s=float(np.mean([milps_s for _, _, milps_s in recent])) if recent else 0.0)
 
     def tick(self) -> None:
         """Read the points decided, measure the rate, and redraw the bar or write a line when one is due."""
@@ -314,7 +330,7 @@ class StudyProgress:
             time_s = self.now()
             self.meter.add(time_s, self.decided)
             if self.ahead is not None:
-                self.read_ahead(time_s)
+                self.known = self.ahead()
             if not self.enabled:
                 return
             shown = ", ".join([self.rate_text(time_s), *(f"{key}={value}" for key, value in self.stats.items())])
