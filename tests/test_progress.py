@@ -18,7 +18,7 @@ import pytest
 
 from phaze.config import compose_config, study_spec
 from phaze.search import progress
-from phaze.search.bound_clock import OWN_DP, PLACEMENT, TOP_DP
+from phaze.search.bound_clock import OWN_DP, PLACEMENT, TOP_DP, dp_s, dps_run
 from phaze.search.ahead import least_fresh
 from phaze.search.dominance import HBM_AXIS, undominated
 from phaze.search.progress import (PLAIN_INTERVAL_S, Ahead, Costs, RateMeter, StudyProgress, fresh_bounds, kinds_ahead,
@@ -278,8 +278,8 @@ def test_known_bounds_are_known_bound_of_every_point(tmp_path):
     assert (one_by_one < ev.work_bound).sum() > 0 and ev.bound_clock.count[PLACEMENT] > 0 and ev.bound_clock.mean_s(PLACEMENT) > 0
     # every placement bound that ran a DP ran one at a signature's largest HBM or at the point's own
     dp_clock = ev.models[0].dp_clock
-    assert dp_clock.count[TOP_DP] > 0 and ev.dps() == dp_clock.count[TOP_DP] + dp_clock.count[OWN_DP]
-    assert ev.dp_s(TOP_DP, 1e9) == pytest.approx(dp_clock.mean_s(TOP_DP))
+    assert dp_clock.count[TOP_DP] > 0 and dps_run(ev.models) == dp_clock.count[TOP_DP] + dp_clock.count[OWN_DP]
+    assert dp_s(ev.models, TOP_DP, 1e9) == pytest.approx(dp_clock.mean_s(TOP_DP))
     # least_fresh against a count point by point: a fresh signature counts unless an open point of its cost group has
     # at least each MORE_IS_FASTER column of the signature's point at the largest HBM, and more of one
     fresh, bounded, signatures = np.ones(len(points)), np.zeros(len(points), bool), ev.sibling_groups()

@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from phaze.search.bound_clock import LOOKUP, OWN_DP, SCHEDULE, TOP_DP
+from phaze.search.bound_clock import LOOKUP, OWN_DP, SCHEDULE, TOP_DP, dp_s
 from phaze.search.dominance import HBM_AXIS, undominated
 from phaze.search.progress import RATE_WINDOW_S, Ahead, kinds_ahead
 from phaze.search.ranking import to_beat
@@ -45,10 +45,10 @@ def points_ahead(search, evaluator, sampler, top_n: int, seen: dict) -> Callable
                                      to_beat(search, value) / scales[points] if value is not None else scales[points], signatures[points])
         clock = evaluator.bound_clock
         evaluated = np.isin(signatures[points], signatures[np.asarray(list(seen["evaluated"]), dtype=np.int64)])
-        return Ahead(cursor, fresh, bounded, bound_s=evaluator.dp_s(TOP_DP, RATE_WINDOW_S), evaluations=evaluations,
+        return Ahead(cursor, fresh, bounded, bound_s=dp_s(evaluator.models, TOP_DP, RATE_WINDOW_S), evaluations=evaluations,
                      groups=signatures[points], schedule_bound_s=clock.recent_mean_s(SCHEDULE, RATE_WINDOW_S),
                      least_fresh=least_fresh(evaluator, points, fresh, bounded, signatures[points]), evaluated=evaluated,
-                     own_bound_s=evaluator.dp_s(OWN_DP, RATE_WINDOW_S), lookup_s=clock.recent_mean_s(LOOKUP, RATE_WINDOW_S))
+                     own_bound_s=dp_s(evaluator.models, OWN_DP, RATE_WINDOW_S), lookup_s=clock.recent_mean_s(LOOKUP, RATE_WINDOW_S))
 
     return read
 

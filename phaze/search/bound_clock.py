@@ -58,3 +58,15 @@ class BoundClock:
             return None
         recent = [seconds for end_s, seconds in ends if end_s >= ends[-1][0] - window_s]
         return float(sum(recent) / len(recent))
+
+
+def dps_run(models) -> int:
+    """Placement DPs these models (ModelEvaluator, each with its dp_clock) ran against a value to beat so far."""
+    return sum(sum(m.dp_clock.count.values()) for m in models)
+
+
+def dp_s(models, kind: str, window_s: float) -> float | None:
+    """Seconds of a placement DP of `kind` (TOP_DP, OWN_DP) on one point, every model's: the sum of their means over the
+    latest `window_s` (BoundClock.recent_mean_s); None before any model ran one."""
+    means = [m.dp_clock.recent_mean_s(kind, window_s) for m in models]
+    return None if all(v is None for v in means) else float(sum(v for v in means if v is not None))

@@ -26,7 +26,7 @@ from phaze.search.dominance import HBM_AXIS, MORE_IS_FASTER, TIE_BREAKS, Dominat
 from phaze.search.placed import PLACED_KEPT, known_placement, latency_digest
 from phaze.search.point_evaluation import Evaluation, throughput_of
 from phaze.search.points import chip_of, chip_params, optimum_run, point_at  # noqa: F401  (optimum_run: re-exported)
-from phaze.search.bound_clock import LOOKUP, OWN_DP, PLACEMENT, SCHEDULE, TOP_DP, BoundClock
+from phaze.search.bound_clock import LOOKUP, OWN_DP, PLACEMENT, SCHEDULE, TOP_DP, BoundClock, dps_run
 
 GIB = 2**30
 PLACEMENTS = PlacementSearch.values()
@@ -69,8 +69,7 @@ class ModelEvaluator:
         self.dominance = DominatingBounds(points)
         """The placement bounds found so far, each bounding the points it dominates (MORE_IS_FASTER)."""
         self.dp_clock = BoundClock()
-        """The placement DPs asked for against a value to beat, by kind (TOP_DP, OWN_DP): a bound that ran none was a
-        look-up."""
+        """The placement DPs run against a value to beat, by kind (TOP_DP, OWN_DP): a bound that ran none was a look-up."""
 
     def signature(self, index: int) -> int:
         """The point's cost signature (phaze.cost.chip.cost_signatures): points sharing it have the same latencies."""
@@ -262,21 +261,11 @@ class SpaceEvaluator:
         model's expert placement when it is held fixed; see ModelEvaluator.placement_bound for `beat`),
         stopped as soon as it cannot beat `beat` (see bounded_mean). Timed as a PLACEMENT bound where it ran a DP, else
         as a LOOKUP."""
-        start, dps = time.perf_counter(), self.dps()
+        start, dps = time.perf_counter(), dps_run(self.models)
         value = self.bounded_mean(index, beat, lambda m, cut: m.placement_bound(index, cut, self.fixed_placement, cutoff=True))
-        ran = self.dps() > dps
+        ran = dps_run(self.models) > dps
         self.bound_clock.add(PLACEMENT if ran else LOOKUP, beat, time.perf_counter() - start)
         return value
-
-    def dps(self) -> int:
-        """Placement DPs the models ran against a value to beat so far."""
-        return sum(sum(m.dp_clock.count.values()) for m in self.models)
-
-    def dp_s(self, kind: str, window_s: float) -> float | None:
-        """Seconds of a placement DP of `kind` (TOP_DP, OWN_DP) on one point, every model's: the sum of their means over
-        the latest `window_s` (BoundClock.recent_mean_s); None before any model ran one."""
-        means = [m.dp_clock.recent_mean_s(kind, window_s) for m in self.models]
-        return None if all(v is None for v in means) else float(sum(v for v in means if v is not None))
 
     def known_bound(self, index: int) -> float:
         """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's

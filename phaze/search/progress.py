@@ -104,8 +104,8 @@ class Ahead:
     """kinds_ahead's bounded points, over the same points."""
     bound_s: float | None = None
     """Seconds of a fresh signature's placement bound: the latest DPs at a signature's largest HBM against a value to
-    beat (SpaceEvaluator.dp_s, TOP_DP, over RATE_WINDOW_S: near the walk's end, against a value close to the optimum,
-    they stop sooner); None before the first."""
+    beat (bound_clock.dp_s, TOP_DP, over RATE_WINDOW_S: near the walk's end, against a value close to the optimum, they
+    stop sooner); None before the first."""
     evaluations: int = 0
     """Full evaluations still needed before there is a value to beat (search.top_n less the points completed); the
     kinds are then read against the lowest value completed so far."""
@@ -122,7 +122,7 @@ class Ahead:
     signature is then known, and its bounded points are decided by their placement bounds, not trials (the headline
     run's first 5 evaluations left 6 such signatures open, all passed over without a trial). None: none had."""
     own_bound_s: float | None = None
-    """Seconds of a bounded point's placement bound: the latest DPs at a point's own HBM (SpaceEvaluator.dp_s, OWN_DP);
+    """Seconds of a bounded point's placement bound: the latest DPs at a point's own HBM (bound_clock.dp_s, OWN_DP);
     None before the first (then at bound_s)."""
     lookup_s: float | None = None
     """Mean seconds of the walk's latest look-ups of a point's bound in the bounds found so far (bound_clock's LOOKUP,
