@@ -24,7 +24,7 @@ import pandas as pd
 from experiments.harness import append_result, command_line
 from phaze.config import compose_config, study_spec
 from phaze.search.evaluator import point_table
-from phaze.search.study import POINT_PARAM, run_study
+from phaze.search.study import FULL_EVAL_ATTR, POINT_PARAM, run_study
 
 MAX_FULL_EVAL_FRACTION = 0.05
 """Issue 6: the search fully evaluates (ILP + DP) at most 5% of the grid's points."""
@@ -56,7 +56,7 @@ def stored(label: str, overrides: list[str], url: str) -> dict:
     best = max(done, key=lambda t: t.value)
     points = point_table(cfg.hw)
     row = points.iloc[best.params[POINT_PARAM]]
-    full = sum(bool(t.user_attrs.get("full_eval")) for t in trials)
+    full = sum(bool(t.user_attrs.get(FULL_EVAL_ATTR)) for t in trials)
     ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]
     return {
         "study": label, "best_seq_s": best.value, "best_point": int(best.params[POINT_PARAM]), "best_arch": arch(row),

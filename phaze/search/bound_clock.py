@@ -3,6 +3,8 @@ points still ahead by them (phaze.search.ahead)."""
 
 from __future__ import annotations
 
+import bisect
+import math
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -27,10 +29,8 @@ class BoundClock:
     looks for every placement, many times slower, and says nothing of the bounds that come after)."""
 
     def __init__(self):
-        self.count: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
         self.ends: dict[str, list[tuple[float, float]]] = {}
-        """By kind, (when it ended, seconds) of each bound, in time order."""
+        """By kind, (when it ended, seconds) of each bound, in time order: its counts and means follow from it."""
 
     @contextmanager
     def timing(self, kind: str, beat: float | None):
@@ -42,27 +42,36 @@ class BoundClock:
     def add(self, kind: str, beat: float | None, seconds: float) -> None:
         """One bound of `kind` that took `seconds`, counted when there is a value to beat (`beat` not None)."""
         if beat is not None:
-            self.count[kind] += 1
-            self.seconds[kind] += seconds
             self.ends.setdefault(kind, []).append((time.monotonic(), seconds))
+
+    @property
+    def count(self) -> Counter[str]:
+        """Bounds of each kind so far."""
+        return Counter({kind: len(ends) for kind, ends in self.ends.items()})
+
+    def total(self) -> int:
+        """Bounds of every kind so far."""
+        return sum(len(ends) for ends in self.ends.values())
 
     def mean_s(self, kind: str) -> float | None:
         """Mean seconds of a bound of `kind` so far; None before the first."""
-        return self.seconds[kind] / self.count[kind] if self.count[kind] else None
+        return self.recent_mean_s(kind, math.inf)
 
     def recent_mean_s(self, kind: str, window_s: float) -> float | None:
         """Mean seconds of the bounds of `kind` that ended within `window_s` of the latest one; None before the first.
-        Read from another thread (a study's progress) while bounds are added: a copy of the list first."""
-        ends = list(self.ends.get(kind, ()))
+        Read from another thread (a study's progress) while bounds are added: up to the length read first, found by
+        bisection on the end times, without copying the list."""
+        ends = self.ends.get(kind)
         if not ends:
             return None
-        recent = [seconds for end_s, seconds in ends if end_s >= ends[-1][0] - window_s]
-        return float(sum(recent) / len(recent))
+        n = len(ends)
+        first = bisect.bisect_left(ends, ends[n - 1][0] - window_s, hi=n, key=lambda end: end[0])
+        return float(sum(seconds for _, seconds in ends[first:n]) / (n - first))
 
 
 def dps_run(models) -> int:
     """Placement DPs these models (ModelEvaluator, each with its dp_clock) ran against a value to beat so far."""
-    return sum(sum(m.dp_clock.count.values()) for m in models)
+    return sum(m.dp_clock.total() for m in models)
 
 
 def dp_s(models, kind: str, window_s: float) -> float | None:

@@ -12,7 +12,7 @@ from phaze.search.claims import PointTaken, claims_for
 from phaze.search.evaluator import SpaceEvaluator
 from phaze.search.ahead import bound_probe, points_ahead, progress_total
 from phaze.search.identity import open_study, storage_url, tracker_for
-from phaze.search.objective import MILPS_ATTR, Objective, solved_milps_s
+from phaze.search.objective import FULL_EVAL_ATTR, MILPS_ATTR, Objective, solved_milps_s
 from phaze.search.progress import StudyProgress
 from phaze.search.ranking import POINT_PARAM, latest_nth, value_to_beat
 from phaze.search.resume import fail_dead_trials, graceful_interrupt, make_storage, release_orphan_claims, requeue_interrupted, running, waiting
@@ -62,7 +62,7 @@ def search(spec, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyT
     best_so_far = max((t.value for t in done_so_far), default=None) if not multi else None
     first_nth = value_to_beat(done_so_far, objective.top_n) if bounded else None
     seen = {"nth": first_nth, "values": list({t.params[POINT_PARAM]: t.value for t in done_so_far}.values()) if not multi else [],
-            "evaluated": [t.params[POINT_PARAM] for t in study.get_trials(deepcopy=False) if t.user_attrs.get("full_eval")]}
+            "evaluated": [t.params[POINT_PARAM] for t in study.get_trials(deepcopy=False) if t.user_attrs.get(FULL_EVAL_ATTR)]}
     bar = StudyProgress(progress_total(spec.config.search, evaluator, first_nth) if bounded else max(0, total - n_finished(study)),
                         "points" if bounded else "trials", enabled=progress, settled=first_nth is not None or not bounded,
                         position=(lambda: study.sampler.cursor) if bounded else None,
@@ -84,7 +84,7 @@ def search(spec, study: optuna.Study, evaluator: SpaceEvaluator, tracker: StudyT
                 complete = trial.state == optuna.trial.TrialState.COMPLETE
                 if complete:
                     seen["values"].append(trial.value)
-                if trial.user_attrs.get("full_eval"):
+                if trial.user_attrs.get(FULL_EVAL_ATTR):
                     seen["evaluated"].append(trial.params[POINT_PARAM])
                 bar.trial(trial.duration.total_seconds(), complete, solved_milps_s(trial.user_attrs.get(MILPS_ATTR)))
                 seen["nth"] = nth

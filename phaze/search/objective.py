@@ -23,6 +23,8 @@ from phaze.search.strategies import Strategy
 from phaze.tracking import (BOUND_PREFIX, EVALUATED, INFEASIBLE, OBJECTIVE_METRICS, PRUNED, PRUNED_BY_TAG, STATUS_TAG, StudyTracker,
                             TrialRecord)
 
+FULL_EVAL_ATTR = "full_eval"
+"""User attribute set on a trial whose point had a full evaluation (its layer ILPs and DP ran), pruned after or not."""
 MILPS_ATTR = "layer_milps"
 """User attribute listing a full evaluation's layer MILPs as [status, mip_gap, solve_s, from_cache] (for closure
 statistics; from_cache: solved by an earlier trial, in solve_s then)."""
@@ -157,7 +159,7 @@ class Objective:
         if self.prune and not self.multi and int(self.search.n_workers) > 1:
             beat = self.latest_beat(study, index, beat)
         evaluation = self.ev.evaluate(index, beat)
-        trial.set_user_attr("full_eval", True)  # ILPs and DP ran, whether or not the point is then pruned
+        trial.set_user_attr(FULL_EVAL_ATTR, True)
         if evaluation.milps:
             trial.set_user_attr(MILPS_ATTR, [[m.status, m.mip_gap, m.solve_s, m.from_cache] for m in evaluation.milps])
         if not evaluation.exact:  # its layers, scheduled one at a time, showed it cannot beat the study

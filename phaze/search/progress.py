@@ -187,12 +187,13 @@ def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
     before a value to beat at their mean (less the time the current one has run), the fresh signatures' placement
     bounds (fresh_bounds, at Ahead.bound_s; before one is asked for, at the probe's) and one per bounded point (at
     Ahead.own_bound_s), a look-up per point (Ahead.lookup_s); then the bounded signatures not evaluated
-    (Ahead.bounded_groups). Each either falls to its own bounds or goes on to its list-schedule bound (Ahead.schedule_bound_s) and a trial
-    (trial_cost_s; before the first trial against a value, a layer MILP); which, the bounds found so far do not say, so
-    the time left lies between none and all of them going on, and is their geometric mean (as fresh_bounds). The
-    headline run's walk opens 86 such signatures at once at 80% of its time, of which 8 take a trial, after 23 of 23
-    before (experiments/results/progress_estimate.md). Where a kind with points left has no cost yet: before a value to
-    beat, the rest is at least what is left (whole False); after, None, as before the first evaluation ends."""
+    (Ahead.bounded_groups). Each either falls to its own bounds or goes on to its list-schedule bound
+    (Ahead.schedule_bound_s) and a trial (trial_cost_s; before the first trial against a value, a layer MILP); which,
+    the bounds found so far do not say, so the time left lies between none and all of them going on, and is their
+    geometric mean (as fresh_bounds). The headline run's walk opens 86 such signatures at once at 80% of its time, of
+    which 8 take a trial, after 23 of 23 before (experiments/results/progress_estimate.md). Where a kind with points
+    left has no cost yet: before a value to beat, the rest is at least what is left (whole False); after, None, as
+    before the first evaluation ends."""
     left_s, whole = 0.0, True
     if ahead.evaluations:
         if costs.evaluation_s is None:
@@ -201,11 +202,12 @@ def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
     left_s += len(ahead.fresh) * (ahead.lookup_s or 0.0)
     bound_s = ahead.bound_s if ahead.bound_s is not None else costs.probe_s
     own_s = ahead.own_bound_s if ahead.own_bound_s is not None else bound_s
-    if fresh_bounds(ahead) + float(ahead.bounded.sum()) > 0:
+    fresh, bounded = fresh_bounds(ahead), float(ahead.bounded.sum())
+    if fresh + bounded > 0:
         if bound_s is None:
             whole = False
         else:
-            left_s += fresh_bounds(ahead) * bound_s + float(ahead.bounded.sum()) * own_s
+            left_s += fresh * bound_s + bounded * own_s
     signatures = len(ahead.bounded_groups())
     if signatures:
         trial_s = trial_cost_s(costs)

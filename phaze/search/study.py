@@ -23,7 +23,7 @@ from phaze.search.identity import storage_url, study_name, tracker_for  # noqa: 
 from phaze.search.spec import StudySpec
 from phaze.search.ahead import progress_total  # noqa: F401  (re-exported)
 from phaze.search.loop import failed_numbers, finished, recover, search, work, worker_study  # noqa: F401  (re-exported)
-from phaze.search.objective import MILPS_ATTR  # noqa: F401  (re-exported)
+from phaze.search.objective import FULL_EVAL_ATTR, MILPS_ATTR  # noqa: F401  (MILPS_ATTR: re-exported)
 from phaze.search.ranking import (POINT_PARAM, RECORD_ATTR, pruned_by, to_beat, top_n_of, top_trials,  # noqa: F401  (RECORD_ATTR: re-exported)
                                   trial_status, value_to_beat)
 from phaze.search.strategies import strategy_of
@@ -133,7 +133,7 @@ def run_study(spec: StudySpec, tracker: StudyTracker | None = None, progress: bo
         return StudyOutcome(
             study=study, evaluator=evaluator, best_index=best_index, best=best, baseline=baseline,
             n_trials=len(trials), n_pruned=sum(t.state == optuna.trial.TrialState.PRUNED for t in trials),
-            n_full_evals=sum(bool(t.user_attrs.get("full_eval")) for t in trials), wall_s=time.perf_counter() - start,
+            n_full_evals=sum(bool(t.user_attrs.get(FULL_EVAL_ATTR)) for t in trials), wall_s=time.perf_counter() - start,
             logging_s_per_trial=tracker.overhead_per_trial_s if tracker else 0.0,
             n_skipped=n_passed_over(search, study, evaluator, value_to_beat(complete, top_n_of(search))),
             baseline_searched=baseline_searched, top=top,
