@@ -104,7 +104,7 @@ class PlacementSetup:
             step_model=train.step_model, overlap_grad_reduce=bool(train.overlap_grad_reduce),
             overlap_param_gather=bool(train.overlap_param_gather),
             grad_bucket_min_params=int(train.grad_bucket_min_params), grad_bucket_params_per_rank=int(train.grad_bucket_params_per_rank),
-            serial_zero3_collectives=bool(train.serial_zero3_collectives),
+            serial_zero3_collectives=bool(train.serial_zero3_collectives), per_param_sharding=bool(train.per_param_sharding),
             update_bytes_per_param_byte=float(train.update_bytes_per_param) / int(train.bytes_per_elem),
             overlap_slowdown=job.execution.overlap_slowdown,
         )

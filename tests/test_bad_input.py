@@ -125,6 +125,7 @@ CASES = [
     (["train.grad_bucket_params_per_rank=-5"], "train.grad_bucket_params_per_rank", ">= 0"),
     (["placement.sp=maybe"], "placement.sp", "bool"),
     (["train.serial_zero3_collectives=sometimes"], "train.serial_zero3_collectives", "bool"),
+    (["train.per_param_sharding=sometimes"], "train.per_param_sharding", "bool"),
     (["placement.vp=-1"], "placement.vp", ">= 0"),
     (["train=megatron", "train.tp_widths=[1,2]", "placement.cp=3"], "placement.cp", "allowed: [1, 2, 4"),
     (["train=megatron", "train.tp_widths=[1,2]", "placement.cp=2", "train.attention=eager"], "placement.cp", "flash"),

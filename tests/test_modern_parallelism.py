@@ -14,7 +14,8 @@ from phaze.cost.latency import collective_s
 from phaze.cost.network import Network
 from phaze.placement import PlacementInput, evaluate_fixed
 from phaze.placement.dp import (
-    TIMELINE_FLOW_SHOP, TIMELINE_ONE_STREAM, TL_FIELDS, TL_GB, TL_GH, TL_RBL, TL_RBM, TL_XBL, extend_stage, new_stage, stage_core_s,
+    TIMELINE_FLOW_SHOP, TIMELINE_ONE_STREAM, TL_FIELDS, TL_GB, TL_GF, TL_GH, TL_RBL, TL_RBM, TL_XB, TL_XBL, TL_XF, TL_XH,
+    extend_stage, new_stage, stage_core_s,
 )
 from phaze.placement.memory import state_bytes_per_param_byte, transient_part_copies
 from phaze.placement.plan import interleaved_chunk_inflight, interleaved_inflight
@@ -266,6 +267,30 @@ def test_the_distributed_optimizer_gathers_fp8_weights_in_half_the_bytes():
     assert bf16[TL_GH, 0] == pytest.approx(expected, rel=1e-12)
     assert fp8[TL_GH, 0] == pytest.approx(expected / 2, rel=1e-12)
     assert fp8[TL_RBL, 0] == pytest.approx(bf16[TL_RBL, 0], rel=1e-12)  # the gradients are reduced as before
+
+
+def test_fsdp2_copies_each_gathered_layer_out_and_each_gradient_in_on_the_compute_stream():
+    """FSDP2 (train.per_param_sharding) at ZeRO-3 over 16 shards, 2 TB/s of HBM, bf16 weights of 1 GB and 2 GB with fp32
+    reductions: every gather's copy-out reads and writes the gathered bytes on the compute stream (1 ms for the 1 GB part,
+    forward and backward), every reduction's copy-in reads the bf16 gradients and writes them in fp32 (1 + 2 GB: 1.5 ms),
+    and the gather's own copy-in of the 1/16 shard (62.5 us) joins the gather on its stream; the reductions keep their
+    time. FSDP1's flat parameters (per_param_sharding off) have none of these, nor has ZeRO-1 with it on."""
+    hbm = dict(OVERLAPPED_DP, hbm_bytes_s=2e12)
+    flat = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm)
+    fsdp2 = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm, param_copies=True)
+    gb = TWO_PARTS[0] / 1e9
+    assert fsdp2[TL_XF, 0] - flat[TL_XF, 0] == pytest.approx(1e-3 * gb, rel=1e-12)
+    assert fsdp2[TL_XH, 0] - flat[TL_XH, 0] == pytest.approx(1e-3 * gb, rel=1e-12)
+    assert fsdp2[TL_XB, 0] - flat[TL_XB, 0] == pytest.approx((1e-3 + 1.5e-3) * gb, rel=1e-12)
+    assert fsdp2[TL_XBL, 0] - flat[TL_XBL, 0] == pytest.approx((1e-3 + 1.5e-3) * gb, rel=1e-12)
+    for gather in (TL_GF, TL_GH, TL_GB):
+        assert fsdp2[gather, 0] - flat[gather, 0] == pytest.approx(62.5e-6 * gb, rel=1e-12)
+    assert np.array_equal(fsdp2[TL_RBM], flat[TL_RBM]) and np.array_equal(fsdp2[TL_RBL], flat[TL_RBL])
+    fp8 = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm, param_copies=True, gather_bytes_per_param_byte=0.5)
+    assert fp8[TL_XF, 0] - flat[TL_XF, 0] == pytest.approx(0.5e-3 * gb, rel=1e-12)  # FP8 gathers copy half the bytes
+    zero1 = dict(zero=1, **hbm)
+    assert np.array_equal(timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, **zero1, param_copies=True),
+                          timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, **zero1))
 
 
 # --- collectives that overlap compute still slow it (Lee et al. 2025: 18.9% on A100 / H100; hw.overlap_slowdown)

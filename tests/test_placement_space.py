@@ -62,7 +62,8 @@ def modern_chains(draw, max_parts=4, parts=None):
         recompute_granularity=draw(st.sampled_from(["layer", "stage"])), step_model=draw(st.sampled_from(["timeline", "phaze"])),
         overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
         grad_bucket_min_params=draw(st.sampled_from([0, 40])), grad_bucket_params_per_rank=draw(st.sampled_from([0, 4])),
-        serial_zero3_collectives=draw(st.booleans()), update_bytes_per_param_byte=draw(st.sampled_from([0.0, 14.0])), hbm_bytes_s=draw(st.sampled_from([50.0, 500.0])),
+        serial_zero3_collectives=draw(st.booleans()), per_param_sharding=draw(st.booleans()),
+        update_bytes_per_param_byte=draw(st.sampled_from([0.0, 14.0])), hbm_bytes_s=draw(st.sampled_from([50.0, 500.0])),
         p2p_scatter_gather=draw(st.booleans()),
     )
 

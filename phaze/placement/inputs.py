@@ -135,6 +135,9 @@ class PlacementInput:
     serial_zero3_collectives: bool = False
     """ZeRO-3's overlapped gathers and reductions share one communicator, which runs one collective at a time (PyTorch
     FSDP, Megatron-FSDP by default): the backward's flow shop then has one communication stream (phaze.placement.dp)."""
+    per_param_sharding: bool = False
+    """FSDP2's per-parameter sharding: ZeRO-3's gathers and reductions copy the layer through a flat buffer on the
+    compute stream (train.per_param_sharding; phaze.placement.stepcomm)."""
     grad_bytes_per_elem: int = 0
     """Bytes of one gradient element, kept and reduced (0: the training precision's bytes_per_elem)."""
     master_bytes_per_param: float = FP32_MASTER_BYTES_PER_PARAM
@@ -253,7 +256,7 @@ class PlacementInput:
         return dict(grad_bytes_per_param_byte=self.grad_bytes_per_param_byte, gather_bytes_per_param_byte=self.weight_bytes_per_param_byte,
                     overlap_grad_reduce=self.overlap_grad_reduce,
                     overlap_param_gather=self.overlap_param_gather, update_bytes_per_param_byte=self.update_bytes_per_param_byte,
-                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown,
+                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown, param_copies=self.per_param_sharding,
                     bucket_min_bytes=float(self.grad_bucket_min_params * self.bytes_per_elem),
                     bucket_bytes_per_rank=float(self.grad_bucket_params_per_rank * self.bytes_per_elem))
 

@@ -21,6 +21,12 @@ bytes but pays only its share of the bucket's collective latency (ZeRO 0-2; ZeRO
 still slows the compute it hides under (its kernels hold cores and memory bandwidth): with
 hw.overlap_slowdown s, its part's compute grows by s / (1 + s) of its time (phaze.schedule.streams).
 The optimizer update of a part's (sharded) weights streams its state through HBM.
+Under FSDP2's per-parameter sharding (`param_copies`) a ZeRO-3 gather first copies the device's shard into the
+gather's input on its own stream, and the compute stream then copies the gathered buffer out into the parameters
+(reads and writes the gathered bytes: PyTorch's FSDPParamGroup.wait_for_unshard, "FSDP::all_gather_copy_out", which
+"overlaps the current copy-out with the next all-gather"); a reduction first copies the part's gradients, as the
+backward left them in the weights' precision, into one buffer in the reduce precision on the compute stream
+(foreach_reduce's foreach_reduce_scatter_copy_in, before reduce_scatter_stream.wait_stream(current_stream)).
 In a mixture of experts with expert parallelism ep, the expert weights are reduced (and sharded) over
 their own expert-data-parallel group, dp x cp / ep ranks (Megatron-Core's expert data parallelism),
 the rest over dp x cp.
@@ -75,17 +81,18 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
                     replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
                     update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1,
                     overlap_slowdown: float = 0.0, gather_bytes_per_param_byte: float = 1.0, bucket_min_bytes: float = 0.0,
-                    bucket_bytes_per_rank: float = 0.0) -> np.ndarray:
+                    bucket_bytes_per_rank: float = 0.0, param_copies: bool = False) -> np.ndarray:
     """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
     `expert` are expert weights under expert parallelism `ep`; `replicas` of the dp share each network domain
     (`replicas_within`); gradients are `grad_bytes_per_param_byte`
     times their size (fp32 gradients of bf16 weights: 2), gathered weights `gather_bytes_per_param_byte` (FP8 weights: 0.5);
-    buckets of max(`bucket_min_bytes`, `bucket_bytes_per_rank` x dp x cp) bytes of weights (0: one per part)."""
+    buckets of max(`bucket_min_bytes`, `bucket_bytes_per_rank` x dp x cp) bytes of weights (0: one per part);
+    `param_copies`: FSDP2's copies around each ZeRO-3 collective (module docstring), at `hbm_bytes_s`."""
     if ep > 1 and expert is not None and np.any(expert):
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
                       hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown, gather_bytes_per_param_byte=gather_bytes_per_param_byte,
-                      bucket_min_bytes=bucket_min_bytes, bucket_bytes_per_rank=bucket_bytes_per_rank)
+                      bucket_min_bytes=bucket_min_bytes, bucket_bytes_per_rank=bucket_bytes_per_rank, param_copies=param_copies)
         return (step_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
                 + step_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
@@ -98,7 +105,14 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
         share = np.minimum(1.0, prm[wi] / bucket_bytes) if bucket_bytes > 0 and zero < 3 else np.ones(n)
         allreduce = _bucketed_s(network.group_allreduce_s, grads, shards, within, share)
         scatter = _bucketed_s(network.group_reduce_scatter_s, grads, shards, within, share)
-        gather = _bucketed_s(network.group_all_gather_s, prm[wi] * gather_bytes_per_param_byte, shards, within, share)
+        gathered = prm[wi] * gather_bytes_per_param_byte
+        gather = _bucketed_s(network.group_all_gather_s, gathered, shards, within, share)
+        copy_out = np.zeros(n)
+        rs_copy_in = np.zeros(n)
+        if param_copies and zero >= 3 and hbm_bytes_s > 0:
+            gather = gather + 2.0 * gathered / shards / hbm_bytes_s
+            copy_out = 2.0 * gathered / hbm_bytes_s
+            rs_copy_in = (prm[wi] + grads) / hbm_bytes_s
         step_gather = (TL_GH if overlap_param_gather else TL_XH, gather)
         last_reduce = TL_RBL if overlap_grad_reduce else TL_XBL
         each_reduce = TL_RBM if overlap_grad_reduce else TL_XB
@@ -112,7 +126,8 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
             fwd_gather = TL_GF if overlap_param_gather else TL_XF
             bwd_gather = TL_GB if overlap_param_gather else TL_XB
             terms = [(fwd_gather, gather), (TL_GH if overlap_param_gather else TL_XH, gather), (bwd_gather, gather),
-                     (each_reduce, scatter), (last_reduce, scatter)]
+                     (each_reduce, scatter), (last_reduce, scatter),
+                     (TL_XF, copy_out), (TL_XH, copy_out), (TL_XB, copy_out + rs_copy_in), (TL_XBL, copy_out + rs_copy_in)]
             if not overlap_param_gather:
                 terms.append((TL_XBL, gather))  # the last microbatch's backward gathers too
         for field, values in terms:

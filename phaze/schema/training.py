@@ -74,6 +74,10 @@ class TrainCfg:
     # ZeRO-3's overlapped parameter gathers and gradient reductions share one communicator, which runs one collective
     # at a time: the backward's gathers and reductions take turns on one stream (PyTorch FSDP, Megatron-FSDP).
     serial_zero3_collectives: bool = False
+    # PyTorch FSDP2's per-parameter sharding (fully_shard; torchtitan): each ZeRO-3 all-gather lands in one flat buffer
+    # that the compute stream then copies out into the layer's parameters, and each reduce-scatter first copies the
+    # layer's gradients into one flat buffer in the reduce dtype on the compute stream (docs/parallelism.md, "FSDP2's copies").
+    per_param_sharding: bool = False
     # Megatron-LM's pipeline scatter/gather: without sequence parallelism each TP rank sends 1/t of the replicated
     # activation and the next stage all-gathers it over its node's links (Narayanan et al. 2021 §4.1).
     p2p_scatter_gather: bool = False
