@@ -277,7 +277,7 @@ def test_fsdp2_copies_each_gathered_layer_out_and_each_gradient_in_on_the_comput
     time. FSDP1's flat parameters (per_param_sharding off) have none of these, nor has ZeRO-1 with it on."""
     hbm = dict(OVERLAPPED_DP, hbm_bytes_s=2e12)
     flat = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm)
-    fsdp2 = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm, param_copies=True)
+    fsdp2 = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm, per_param_sharding=True)
     gb = TWO_PARTS[0] / 1e9
     assert fsdp2[TL_XF, 0] - flat[TL_XF, 0] == pytest.approx(1e-3 * gb, rel=1e-12)
     assert fsdp2[TL_XH, 0] - flat[TL_XH, 0] == pytest.approx(1e-3 * gb, rel=1e-12)
@@ -286,10 +286,10 @@ def test_fsdp2_copies_each_gathered_layer_out_and_each_gradient_in_on_the_comput
     for gather in (TL_GF, TL_GH, TL_GB):
         assert fsdp2[gather, 0] - flat[gather, 0] == pytest.approx(62.5e-6 * gb, rel=1e-12)
     assert np.array_equal(fsdp2[TL_RBM], flat[TL_RBM]) and np.array_equal(fsdp2[TL_RBL], flat[TL_RBL])
-    fp8 = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm, param_copies=True, gather_bytes_per_param_byte=0.5)
+    fp8 = timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, zero=3, **hbm, per_param_sharding=True, gather_bytes_per_param_byte=0.5)
     assert fp8[TL_XF, 0] - flat[TL_XF, 0] == pytest.approx(0.5e-3 * gb, rel=1e-12)  # FP8 gathers copy half the bytes
     zero1 = dict(zero=1, **hbm)
-    assert np.array_equal(timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, **zero1, param_copies=True),
+    assert np.array_equal(timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, **zero1, per_param_sharding=True),
                           timeline_arrays(TWO_PARTS, np.array([1]), TWO_NODES, **zero1))
 
 

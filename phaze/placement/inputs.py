@@ -256,7 +256,7 @@ class PlacementInput:
         return dict(grad_bytes_per_param_byte=self.grad_bytes_per_param_byte, gather_bytes_per_param_byte=self.weight_bytes_per_param_byte,
                     overlap_grad_reduce=self.overlap_grad_reduce,
                     overlap_param_gather=self.overlap_param_gather, update_bytes_per_param_byte=self.update_bytes_per_param_byte,
-                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown, param_copies=self.per_param_sharding,
+                    hbm_bytes_s=self.hbm_bytes_s, overlap_slowdown=self.overlap_slowdown, per_param_sharding=self.per_param_sharding,
                     bucket_min_bytes=float(self.grad_bucket_min_params * self.bytes_per_elem),
                     bucket_bytes_per_rank=float(self.grad_bucket_params_per_rank * self.bytes_per_elem))
 

@@ -21,7 +21,7 @@ bytes but pays only its share of the bucket's collective latency (ZeRO 0-2; ZeRO
 still slows the compute it hides under (its kernels hold cores and memory bandwidth): with
 hw.overlap_slowdown s, its part's compute grows by s / (1 + s) of its time (phaze.schedule.streams).
 The optimizer update of a part's (sharded) weights streams its state through HBM.
-Under FSDP2's per-parameter sharding (`param_copies`) a ZeRO-3 gather first copies the device's shard into the
+Under FSDP2's per-parameter sharding (`per_param_sharding`) a ZeRO-3 gather first copies the device's shard into the
 gather's input on its own stream, and the compute stream then copies the gathered buffer out into the parameters
 (reads and writes the gathered bytes: PyTorch's FSDPParamGroup.wait_for_unshard, "FSDP::all_gather_copy_out", which
 "overlaps the current copy-out with the next all-gather"); a reduction first copies the part's gradients, as the
@@ -81,18 +81,18 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
                     replicas: tuple[int, ...], grad_bytes_per_param_byte: float, overlap_grad_reduce: bool, overlap_param_gather: bool,
                     update_bytes_per_param_byte: float, hbm_bytes_s: float, expert: np.ndarray | None = None, ep: int = 1,
                     overlap_slowdown: float = 0.0, gather_bytes_per_param_byte: float = 1.0, bucket_min_bytes: float = 0.0,
-                    bucket_bytes_per_rank: float = 0.0, param_copies: bool = False) -> np.ndarray:
+                    bucket_bytes_per_rank: float = 0.0, per_param_sharding: bool = False) -> np.ndarray:
     """tl[TL_*, width, part] for weights `prm` [width, part] (bytes on one device, before sharding), of which
     `expert` are expert weights under expert parallelism `ep`; `replicas` of the dp share each network domain
     (`replicas_within`); gradients are `grad_bytes_per_param_byte`
     times their size (fp32 gradients of bf16 weights: 2), gathered weights `gather_bytes_per_param_byte` (FP8 weights: 0.5);
     buckets of max(`bucket_min_bytes`, `bucket_bytes_per_rank` x dp x cp) bytes of weights (0: one per part);
-    `param_copies`: FSDP2's copies around each ZeRO-3 collective (module docstring), at `hbm_bytes_s`."""
+    `per_param_sharding`: FSDP2's copies around each ZeRO-3 collective (module docstring), at `hbm_bytes_s`."""
     if ep > 1 and expert is not None and np.any(expert):
         common = dict(zero=zero, cp=cp, grad_bytes_per_param_byte=grad_bytes_per_param_byte, overlap_grad_reduce=overlap_grad_reduce,
                       overlap_param_gather=overlap_param_gather, update_bytes_per_param_byte=update_bytes_per_param_byte,
                       hbm_bytes_s=hbm_bytes_s, overlap_slowdown=overlap_slowdown, gather_bytes_per_param_byte=gather_bytes_per_param_byte,
-                      bucket_min_bytes=bucket_min_bytes, bucket_bytes_per_rank=bucket_bytes_per_rank, param_copies=param_copies)
+                      bucket_min_bytes=bucket_min_bytes, bucket_bytes_per_rank=bucket_bytes_per_rank, per_param_sharding=per_param_sharding)
         return (step_arrays(prm - expert, widths, network, dp=dp, replicas=replicas, **common)
                 + step_arrays(expert, widths, network, dp=dp // ep, replicas=tuple(max(1, r // ep) for r in replicas), **common))
     n_w, n = prm.shape
@@ -107,12 +107,6 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
         scatter = _bucketed_s(network.group_reduce_scatter_s, grads, shards, within, share)
         gathered = prm[wi] * gather_bytes_per_param_byte
         gather = _bucketed_s(network.group_all_gather_s, gathered, shards, within, share)
-        copy_out = np.zeros(n)
-        rs_copy_in = np.zeros(n)
-        if param_copies and zero >= 3 and hbm_bytes_s > 0:
-            gather = gather + 2.0 * gathered / shards / hbm_bytes_s
-            copy_out = 2.0 * gathered / hbm_bytes_s
-            rs_copy_in = (prm[wi] + grads) / hbm_bytes_s
         step_gather = (TL_GH if overlap_param_gather else TL_XH, gather)
         last_reduce = TL_RBL if overlap_grad_reduce else TL_XBL
         each_reduce = TL_RBM if overlap_grad_reduce else TL_XB
@@ -123,11 +117,17 @@ def step_arrays(prm: np.ndarray, widths: np.ndarray, network: Network, *, zero: 
         elif zero == 2:
             terms = [(each_reduce, scatter), (last_reduce, scatter), step_gather]
         else:
+            copies = per_param_sharding and hbm_bytes_s > 0
+            if copies:
+                gather = gather + 2.0 * gathered / shards / hbm_bytes_s  # the shard's copy into the gather's input
             fwd_gather = TL_GF if overlap_param_gather else TL_XF
             bwd_gather = TL_GB if overlap_param_gather else TL_XB
             terms = [(fwd_gather, gather), (TL_GH if overlap_param_gather else TL_XH, gather), (bwd_gather, gather),
-                     (each_reduce, scatter), (last_reduce, scatter),
-                     (TL_XF, copy_out), (TL_XH, copy_out), (TL_XB, copy_out + rs_copy_in), (TL_XBL, copy_out + rs_copy_in)]
+                     (each_reduce, scatter), (last_reduce, scatter)]
+            if copies:
+                copy_out = 2.0 * gathered / hbm_bytes_s
+                copy_out_and_in = copy_out + (prm[wi] + grads) / hbm_bytes_s
+                terms += [(TL_XF, copy_out), (TL_XH, copy_out), (TL_XB, copy_out_and_in), (TL_XBL, copy_out_and_in)]
             if not overlap_param_gather:
                 terms.append((TL_XBL, gather))  # the last microbatch's backward gathers too
         for field, values in terms:
