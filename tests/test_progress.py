@@ -18,11 +18,11 @@ import pytest
 
 from phaze.config import compose_config, study_spec
 from phaze.search import progress
-from phaze.search.bound_clock import OWN_DP, PLACEMENT, TOP_DP, dp_s, dps_run
-from phaze.search.ahead import least_fresh
+from phaze.search.bound_clock import OWN_DP, PLACEMENT, TOP_DP, BoundClock, dp_s, dps_run
+from phaze.search.ahead import least_fresh, trials_ahead
 from phaze.search.dominance import HBM_AXIS, undominated
 from phaze.search.progress import (PLAIN_INTERVAL_S, Ahead, Costs, RateMeter, StudyProgress, fresh_bounds, kinds_ahead,
-                                   terminal_shape, time_left_s, trial_cost_s)
+                                   terminal_shape, time_left_s, trial_chance, trial_cost_s)
 from phaze.search.study import run_study
 from tests.test_search_study import TINY_MODEL
 
@@ -125,26 +125,30 @@ def test_kinds_of_the_points_ahead():
 
 
 def test_time_left_kind_by_kind():
-    """A placement bound per fresh signature and per bounded point; then, for the bounded signatures, between none and
-    all of them going on to a trial, the geometric mean."""
+    """A placement bound per fresh signature and per bounded point; then, for each bounded signature, its list-schedule
+    bound, and a trial for those Ahead.trials says will take one (half of them where it says nothing)."""
     ahead = Ahead(cursor=40, fresh=np.array([0.5, 0.5, 1.0, 0.0, 0.0, 0.0]), bounded=np.array([False, False, False, True, True, True]),
                   bound_s=0.02, groups=np.array([7, 7, 8, 9, 9, 5]))
     assert ahead.bounded_groups().tolist() == [5, 9]
-    # 2 fresh signatures + 3 bounded points at 0.02 s: 0.1 s; with both bounded signatures' 4 s trials, 8.1 s
-    assert time_left_s(ahead, Costs(trial_s=4.0, milp_s=30.0)) == pytest.approx((np.sqrt(0.1 * 8.1), True))
-    assert time_left_s(ahead, Costs(milp_s=4.0)) == pytest.approx((0.9, True))  # no trial against a value: a MILP each
+    # 2 fresh signatures + 3 bounded points at 0.02 s: 0.1 s; one of the two bounded signatures' 4 s trials, 4.1 s
+    assert time_left_s(ahead, Costs(trial_s=4.0, milp_s=30.0)) == pytest.approx((4.1, True))
+    assert time_left_s(ahead, Costs(milp_s=5.0)) == pytest.approx((5.1, True))  # no trial against a value: a MILP each
+    # the list schedules will leave 0.25 of a signature open, each taking its 0.5 s list-schedule bound first: 2.1 s
+    sure = Ahead(cursor=40, fresh=ahead.fresh, bounded=ahead.bounded, bound_s=0.02, groups=ahead.groups, schedule_bound_s=0.5,
+                 trials=0.25)
+    assert time_left_s(sure, Costs(trial_s=4.0)) == pytest.approx((0.1 + 2 * 0.5 + 0.25 * 4.0, True))
     assert time_left_s(ahead, Costs()) is None  # a kind without a cost, after a value to beat: nothing shown
     # signature 9 had a full evaluation: its layer schedules are known, its bounded points take no trial
     evaluated = Ahead(cursor=40, fresh=ahead.fresh, bounded=ahead.bounded, bound_s=0.02, groups=ahead.groups,
                       evaluated=np.array([False, False, False, True, True, False]))
     assert evaluated.bounded_groups().tolist() == [5]
-    assert time_left_s(evaluated, Costs(trial_s=1.5)) == pytest.approx((np.sqrt(0.1 * 1.6), True))
+    assert time_left_s(evaluated, Costs(trial_s=1.5)) == pytest.approx((0.1 + 0.75, True))
     no_groups = Ahead(cursor=40, fresh=np.zeros(3), bounded=np.array([True, False, True]), bound_s=0.5)
     assert no_groups.bounded_groups().tolist() == [40, 42]  # each point its own
-    assert time_left_s(no_groups, Costs(trial_s=1.5)) == pytest.approx((np.sqrt(1.0 * 4.0), True))
-    # a bounded point's DP at its own HBM timed apart (1.25 s): 2.5 s of bounds, 5.5 s with the trials
+    assert time_left_s(no_groups, Costs(trial_s=1.5)) == pytest.approx((1.0 + 1.5, True))
+    # a bounded point's DP at its own HBM timed apart (1.25 s): 2.5 s of bounds, then one of the two 1.5 s trials
     own = Ahead(cursor=40, fresh=np.zeros(3), bounded=np.array([True, False, True]), bound_s=0.5, own_bound_s=1.25)
-    assert time_left_s(own, Costs(trial_s=1.5)) == pytest.approx((np.sqrt(2.5 * 5.5), True))
+    assert time_left_s(own, Costs(trial_s=1.5)) == pytest.approx((2.5 + 1.5, True))
     # before a value to beat: 3 evaluations of 30 s, the current one 12 s in: 78 s, then the kinds read against the
     # lowest value completed, the bounds at the probe's 0.5 s
     early = Ahead(cursor=2, fresh=np.array([1.0, 1.0]), bounded=np.array([False, False]), evaluations=3)
@@ -173,8 +177,8 @@ def test_a_trial_takes_between_its_part_outside_the_milps_and_its_whole():
     assert trial_cost_s(Costs(milp_s=5.0)) == 5.0 and trial_cost_s(Costs()) is None
     ahead = Ahead(cursor=0, fresh=np.zeros(2), bounded=np.ones(2, bool), bound_s=0.25, groups=np.array([4, 6]),
                   schedule_bound_s=2.0)
-    # their placement bounds 0.5 s; with both signatures' schedule bounds (2 s) and trials (4 s), 12.5 s: 2.5 s
-    assert time_left_s(ahead, Costs(trial_s=8.0, trial_milp_s=6.0)) == pytest.approx((2.5, True))
+    # their placement bounds 0.5 s, both signatures' schedule bounds (2 s each), one of their trials (4 s): 8.5 s
+    assert time_left_s(ahead, Costs(trial_s=8.0, trial_milp_s=6.0)) == pytest.approx((8.5, True))
     now = FakeClock()
     shown = StudyProgress(total=3, unit="points", stream=io.StringIO(), now=now)
     now.time_s = 105.0
@@ -220,15 +224,14 @@ def test_line_from_the_kinds_ahead():
     shown.update(12, 14)  # 1 fresh signature left: 0.25 s
     assert shown.rate_text(now.time_s) == "2 points/s, 00:00 left"
     now.time_s = 112.0  # the points' rate from 102 s, 10 s back: 2 points in 10 s; signature 5 bounded
-    shown.update(12, 14)  # 0.5 s of bounds, 8.5 s with its 8 s trial: 2.06 s
-    assert out.getvalue().splitlines() == ["points: 12/14 decided (86%) after 00:12, 0.2 points/s, 00:02 left"]
+    shown.update(12, 14)  # 0.5 s of bounds, and its 8 s trial at a chance of one half: 4.5 s
+    assert out.getvalue().splitlines() == ["points: 12/14 decided (86%) after 00:12, 0.2 points/s, 00:04 left"]
 
 
 def test_bound_clock_reads_the_latest_bounds(monkeypatch):
     """The bounds' cost is the mean of those that ended within the window of the latest one: the walk's placement DPs
     near its end stop sooner than the first ones."""
     from phaze.search import bound_clock
-    from phaze.search.bound_clock import BoundClock
 
     ticks = iter([100.0, 101.0, 130.0, 135.0])
     monkeypatch.setattr(bound_clock.time, "monotonic", lambda: next(ticks))
@@ -354,3 +357,24 @@ def test_tiny_run_piped_to_a_file_prints_progress_lines(tmp_path):
     assert decided[-1] == totals[-1] and lines[-1].group(5).startswith("none left")
     assert "\r" not in stderr_path.read_text()  # no bar redraws in a file
     assert progress.PLAIN_INTERVAL_S == 10.0  # the child's setting stays in the child
+
+
+def test_a_bounded_signature_takes_a_trial_as_often_as_the_list_schedules_so_far_would_leave_it_open():
+    """Four list-schedule bounds so far took their bounds to 0.8, 0.9, 0.95 and 0.99 of the bound before: a signature
+    whose bound lies 1/0.85 above the value to beat stays open under three of them, (3 + 1) / (4 + 2); one at the value
+    itself under none, 1/6; before any list-schedule bound, one half."""
+    ratios = [0.8, 0.9, 0.95, 0.99]
+    assert trial_chance(np.array([0.85, 0.97, 1.0]), np.array(ratios)) == pytest.approx([4 / 6, 2 / 6, 1 / 6])
+    assert trial_chance(np.array([0.5]), np.array([])) == pytest.approx([0.5])
+    # signature 1's points at thresholds 0.9 and 0.9, signature 2's at 0.97; the point of signature 3 is not open
+    beat, known = np.array([9.0, 9.0, 9.7, 9.0]), np.array([10.0, 10.0, 10.0, 20.0])
+    open_ = np.array([True, True, True, False])
+    assert trials_ahead(beat, known, open_, np.array([1, 1, 2, 3]), ratios) == pytest.approx(3 / 6 + 2 / 6)
+    assert trials_ahead(beat, known, np.zeros(4, bool), np.array([1, 1, 2, 3]), ratios) == 0.0
+    clock = BoundClock()
+    clock.tightened(3, None, 0.5)  # no value to beat: not kept
+    clock.tightened(3, 1.0, float("nan"))  # no bound before it: not kept
+    clock.tightened(3, 1.0, 0.9)
+    clock.tightened(3, 1.0, 1.0)  # a trial asking point 3's bound again: its first is kept
+    clock.tightened(4, 1.0, 0.7)
+    assert clock.tightenings == {3: 0.9, 4: 0.7}

@@ -77,7 +77,7 @@ def kinds_of(shown) -> dict | None:
             "evaluations_left": known.evaluations, "placement_bound_s": known.bound_s, "own_bound_s": known.own_bound_s,
             "schedule_bound_s": known.schedule_bound_s, "lookup_s": known.lookup_s, "probe_s": costs.probe_s,
             "evaluation_s": costs.evaluation_s, "milp_s": costs.milp_s, "trial_s": costs.trial_s,
-            "trial_milp_s": costs.trial_milp_s}
+            "trial_milp_s": costs.trial_milp_s, "trials": known.trials}
 
 
 def readings_table(study: dict) -> pd.DataFrame:

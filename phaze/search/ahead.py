@@ -3,14 +3,16 @@ probe that prices a placement bound before there is a value to beat: the study's
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 
 from phaze.search.bound_clock import LOOKUP, OWN_DP, SCHEDULE, TOP_DP, dp_s
 from phaze.search.dominance import HBM_AXIS, undominated
-from phaze.search.progress import RATE_WINDOW_S, Ahead, kinds_ahead
+from phaze.search.progress import RATE_WINDOW_S, Ahead, kinds_ahead, trial_chance
 from phaze.search.ranking import to_beat
 
 
@@ -41,16 +43,27 @@ def points_ahead(search, evaluator, sampler, top_n: int, seen: dict) -> Callable
         evaluations = 0 if nth is not None else max(top_n - len(values), 0)
         value = reading_value(nth, values)
         points = order[cursor:progress_total(search, evaluator, value)] if value is not None else order[:0]
-        fresh, bounded = kinds_ahead(evaluator.known_bounds(points), evaluator.work_bound[points],
-                                     to_beat(search, value) / scales[points] if value is not None else scales[points], signatures[points])
+        known, beat = evaluator.known_bounds(points), to_beat(search, value) / scales[points] if value is not None else scales[points]
+        fresh, bounded = kinds_ahead(known, evaluator.work_bound[points], beat, signatures[points])
         clock = evaluator.bound_clock
         evaluated = np.isin(signatures[points], signatures[np.asarray(list(seen["evaluated"]), dtype=np.int64)])
-        return Ahead(cursor, fresh, bounded, bound_s=dp_s(evaluator.models, TOP_DP, RATE_WINDOW_S), evaluations=evaluations,
+        return Ahead(cursor, fresh, bounded, bound_s=dp_s(evaluator.models, TOP_DP, math.inf), evaluations=evaluations,
                      groups=signatures[points], schedule_bound_s=clock.recent_mean_s(SCHEDULE, RATE_WINDOW_S),
                      least_fresh=least_fresh(evaluator, points, fresh, bounded, signatures[points]), evaluated=evaluated,
-                     own_bound_s=dp_s(evaluator.models, OWN_DP, RATE_WINDOW_S), lookup_s=clock.recent_mean_s(LOOKUP, RATE_WINDOW_S))
+                     own_bound_s=dp_s(evaluator.models, OWN_DP, math.inf), lookup_s=clock.recent_mean_s(LOOKUP, RATE_WINDOW_S),
+                     trials=trials_ahead(beat, known, bounded & ~evaluated, signatures[points], list(clock.tightenings.values())))
 
     return read
+
+
+def trials_ahead(beat: np.ndarray, known: np.ndarray, open_: np.ndarray, signatures: np.ndarray, tightenings: list[float]) -> float:
+    """How many of the signatures of the `open_` points (bounds `known` above the values to beat `beat`) will take a
+    trial: each at its trial_chance, from the lowest threshold of its points (the value to beat over the bound: a list
+    schedule that takes less than that off the bound leaves the point open, and one open point is a trial)."""
+    if not open_.any():
+        return 0.0
+    lowest = pd.Series(beat[open_] / known[open_]).groupby(signatures[open_]).min().to_numpy()
+    return float(trial_chance(lowest, np.asarray(tightenings)).sum())
 
 
 def least_fresh(evaluator, points: np.ndarray, fresh: np.ndarray, bounded: np.ndarray, signatures: np.ndarray) -> int:

@@ -9,6 +9,8 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 
+import numpy as np
+
 PLACEMENT = "placement"
 """A placement DP on a point's lower-bound latencies (SpaceEvaluator.placement_bound)."""
 SCHEDULE = "schedule"
@@ -31,6 +33,10 @@ class BoundClock:
     def __init__(self):
         self.ends: dict[str, list[tuple[float, float]]] = {}
         """By kind, (when it ended, seconds) of each bound, in time order: its counts and means follow from it."""
+        self.tightenings: dict[int, float] = {}
+        """By point, its first list-schedule bound against a value to beat over the point's bound before it (at most 1):
+        what a bounded point's list schedules take off its bound, so whether they leave it a trial. The first only: a
+        trial asks again for the bound the walk found, and gets it back unchanged."""
 
     @contextmanager
     def timing(self, kind: str, beat: float | None):
@@ -43,6 +49,12 @@ class BoundClock:
         """One bound of `kind` that took `seconds`, counted when there is a value to beat (`beat` not None)."""
         if beat is not None:
             self.ends.setdefault(kind, []).append((time.monotonic(), seconds))
+
+    def tightened(self, index: int, beat: float | None, ratio: float) -> None:
+        """Point `index`'s list-schedule bound came out at `ratio` times its bound before it; kept when there is a value
+        to beat (`beat` not None), the ratio is finite and it is the point's first."""
+        if beat is not None and np.isfinite(ratio):
+            self.tightenings.setdefault(index, float(ratio))
 
     @property
     def count(self) -> Counter[str]:

@@ -32,7 +32,6 @@ GIB = 2**30
 PLACEMENTS = PlacementSearch.values()
 """search.placement: the placement DP per point (co-design), or each model's expert placement held fixed."""
 
-
 LAYER_CACHE_SIGNATURES = 64
 """Latency signatures (points that differ only in what latencies ignore, e.g. HBM capacity) whose
 scheduled layers are kept in memory; the bound order visits such siblings one after another."""
@@ -268,23 +267,24 @@ class SpaceEvaluator:
         return value
 
     def known_bound(self, index: int) -> float:
-        """Throughput upper bound of one point from the bounds found so far, without a DP (the mean of each model's
-        tightest: its bound for this point, its cap, or ModelEvaluator.known_bound)."""
+        """Throughput upper bound of one point from the bounds found so far, without a DP (known_bounds of one)."""
         return float(self.known_bounds(np.array([index]))[0])
 
     def known_bounds(self, indices: np.ndarray) -> np.ndarray:
-        """known_bound of many points at once, read-only (phaze.search.progress reads every point still ahead)."""
+        """Per point, the mean of each model's tightest bound so far (its own, its cap, its known_bounds); read-only."""
         known = np.empty((len(indices), len(self.models)))
         for k, m in enumerate(self.models):
             known[:, k] = m.known_bounds(indices, self.fixed_placement)
         return np.minimum(self._upper[indices], known).sum(axis=1) / len(self.models)  # the mean, without mean()'s overhead
 
     def schedule_bound(self, index: int, beat: float | None = None) -> float:
-        """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over
-        models, stopped as soon as it cannot beat `beat`)."""
-        point = self.point(index)
+        """Throughput upper bound from the list schedules and schedule lower bounds, before any ILP (mean over models,
+        stopped as soon as it cannot beat `beat`); its ratio to the bound before it goes to bound_clock.tightened."""
+        point, before = self.point(index), float(self._upper[index].mean())
         with self.bound_clock.timing(SCHEDULE, beat):
-            return self.bounded_mean(index, beat, lambda m, cut: m.schedule_bound(index, point, m.placer(point, self.fixed_placement)))
+            value = self.bounded_mean(index, beat, lambda m, cut: m.schedule_bound(index, point, m.placer(point, self.fixed_placement)))
+        self.bound_clock.tightened(index, beat, value / before)
+        return value
 
     def bounded_mean(self, index: int, beat: float | None, bound_of) -> float:
         """Upper bound on the point's mean throughput from one bound per model, bound_of(model, cut).

@@ -27,8 +27,8 @@ POLL_S = 1.0
 where no trial ends (the walk over the points its bounds pass over: 11,033 of the headline run's 11,133 in the last
 25% of its study, experiments/results/progress_estimate.md)."""
 RATE_WINDOW_S = 10.0
-"""Seconds back over which the points' rate shown is measured (RateMeter), and the recent costs of trials (Costs) and
-bounds (Ahead): the headline run decides points at rates thousands of times apart (0.1 a second through its full
+"""Seconds back over which the points' rate shown is measured (RateMeter), and the recent costs of trials (Costs),
+list-schedule bounds and look-ups (Ahead): the headline run decides points at rates thousands of times apart (0.1 a second through its full
 evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
 points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x over 30 s and 90.7x since
 the start, tqdm's rate (experiments/results/progress_estimate.md)."""
@@ -103,9 +103,10 @@ class Ahead:
     bounded: np.ndarray
     """kinds_ahead's bounded points, over the same points."""
     bound_s: float | None = None
-    """Seconds of a fresh signature's placement bound: the latest DPs at a signature's largest HBM against a value to
-    beat (bound_clock.dp_s, TOP_DP, over RATE_WINDOW_S: near the walk's end, against a value close to the optimum, they
-    stop sooner); None before the first."""
+    """Seconds of a fresh signature's placement bound: the mean of the DPs at a signature's largest HBM against a value
+    to beat so far (bound_clock.dp_s, TOP_DP). Over the whole run, not the latest: a DP's time is its signature's, and
+    the signatures the walk opens in a burst are not those it decides after (the headline run's burst took its latest
+    DPs to 34 ms, those after it ran at 13-20 ms, experiments/results/progress_estimate.md); None before the first."""
     evaluations: int = 0
     """Full evaluations still needed before there is a value to beat (search.top_n less the points completed); the
     kinds are then read against the lowest value completed so far."""
@@ -113,7 +114,8 @@ class Ahead:
     """The cost signatures of the same points (HBM siblings share one, and with it every layer schedule); None: each
     point its own."""
     schedule_bound_s: float | None = None
-    """Mean seconds of the latest list-schedule bounds against a value to beat (as bound_s); None before the first."""
+    """Mean seconds of the list-schedule bounds against a value to beat over the last RATE_WINDOW_S; None before the
+    first."""
     least_fresh: int | None = None
     """Of the fresh signatures, those no other open point dominates (phaze.search.ahead.least_fresh): the fewest
     placement bounds they can take, since a bound on a point bounds every point it dominates. None: each its own."""
@@ -122,11 +124,14 @@ class Ahead:
     signature is then known, and its bounded points are decided by their placement bounds, not trials (the headline
     run's first 5 evaluations left 6 such signatures open, all passed over without a trial). None: none had."""
     own_bound_s: float | None = None
-    """Seconds of a bounded point's placement bound: the latest DPs at a point's own HBM (bound_clock.dp_s, OWN_DP);
-    None before the first (then at bound_s)."""
+    """Seconds of a bounded point's placement bound: the mean of the DPs at a point's own HBM so far (as bound_s,
+    OWN_DP); None before the first (then at bound_s)."""
     lookup_s: float | None = None
     """Mean seconds of the walk's latest look-ups of a point's bound in the bounds found so far (bound_clock's LOOKUP,
     as bound_s), one for every point it passes; None before the first (then counted as free)."""
+    trials: float | None = None
+    """How many of bounded_groups' signatures will take a trial: the sum of their trial_chance; None: not known, half
+    of them (trial_chance before any list-schedule bound)."""
 
     def bounded_groups(self) -> np.ndarray:
         """The distinct signatures of the bounded points not evaluated: those a trial may decide; without `groups`, the
@@ -182,18 +187,27 @@ def trial_cost_s(costs: Costs) -> float | None:
     return float(np.sqrt(max(costs.trial_s - costs.trial_milp_s, 0.0) * costs.trial_s))
 
 
+def trial_chance(thresholds: np.ndarray, tightenings: np.ndarray) -> np.ndarray:
+    """Per bounded signature, the chance that its list-schedule bound leaves it above the value to beat, so that it takes
+    a trial: its threshold is the value to beat over its bound now, and of the list-schedule bounds of this run so far
+    (bound_clock.tightenings, each the ratio of the bound to the one before it) the share above it would keep it open,
+    by Laplace's rule of succession, (above + 1) / (n + 2): one half before any. The headline run's walk opens up to 180
+    bounded signatures at once, at bounds closer to the value than the 23 before, all of which took a trial; about one
+    in ten of them takes one (experiments/results/progress_estimate.md)."""
+    ratios = np.sort(np.asarray(tightenings, dtype=float))
+    above = len(ratios) - np.searchsorted(ratios, np.asarray(thresholds, dtype=float), side="right")
+    return (above + 1.0) / (len(ratios) + 2.0)
+
+
 def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
     """(seconds left, whether every kind with points left had a measured cost), kind by kind: the full evaluations
     before a value to beat at their mean (less the time the current one has run), the fresh signatures' placement
     bounds (fresh_bounds, at Ahead.bound_s; before one is asked for, at the probe's) and one per bounded point (at
-    Ahead.own_bound_s), a look-up per point (Ahead.lookup_s); then the bounded signatures not evaluated
-    (Ahead.bounded_groups). Each either falls to its own bounds or goes on to its list-schedule bound
-    (Ahead.schedule_bound_s) and a trial (trial_cost_s; before the first trial against a value, a layer MILP); which,
-    the bounds found so far do not say, so the time left lies between none and all of them going on, and is their
-    geometric mean (as fresh_bounds). The headline run's walk opens 86 such signatures at once at 80% of its time, of
-    which 8 take a trial, after 23 of 23 before (experiments/results/progress_estimate.md). Where a kind with points
-    left has no cost yet: before a value to beat, the rest is at least what is left (whole False); after, None, as
-    before the first evaluation ends."""
+    Ahead.own_bound_s), a look-up per point (Ahead.lookup_s); then each bounded signature not evaluated
+    (Ahead.bounded_groups) its list-schedule bound (Ahead.schedule_bound_s), and those of them that it leaves open
+    (Ahead.trials) a trial (trial_cost_s; before the first trial against a value, a layer MILP). Where a kind with
+    points left has no cost yet: before a value to beat, the rest is at least what is left (whole False); after, None,
+    as before the first evaluation ends."""
     left_s, whole = 0.0, True
     if ahead.evaluations:
         if costs.evaluation_s is None:
@@ -210,11 +224,12 @@ def time_left_s(ahead: Ahead, costs: Costs) -> tuple[float, bool] | None:
             left_s += fresh * bound_s + bounded * own_s
     signatures = len(ahead.bounded_groups())
     if signatures:
+        left_s += signatures * (ahead.schedule_bound_s or 0.0)
         trial_s = trial_cost_s(costs)
         if trial_s is None:
             whole = False
         else:
-            left_s = float(np.sqrt(left_s * (left_s + signatures * (trial_s + (ahead.schedule_bound_s or 0.0)))))
+            left_s += (signatures / 2 if ahead.trials is None else ahead.trials) * trial_s
     if not whole and not ahead.evaluations:
         return None
     return left_s, whole
