@@ -147,3 +147,29 @@ def test_the_framework_says_which_fused_matmuls_use_warp_level_mma(workload_cach
         ops = graph.ops
         assert (ops.warp_mma == (ops.fused & (ops.kind == "matmul"))).all() and ops.warp_mma.sum() == matmuls
     assert with_warp_mma(workload, False) is workload
+
+
+def test_a_fused_softmax_runs_at_its_kernels_sustained_clock():
+    """A fused attention kernel runs its softmax steps beside its matmul steps at one clock: on an H100 whose GEMMs
+    run 1.18 times as long back to back (hw.matmul_sustained_slowdown), FlashAttention-2's forward (batch 1, 16 heads
+    of 128, 16k tokens) takes 1.18 times as long in its softmax step as alone, as its compute-bound matmul steps do:
+    its exponentials on the special-function units (16 * 16384^2 = 4.295e9 scores over 132 SMs x 16 units: 2,033,602
+    cycles at 1.83 GHz, 1.111 ms alone); an unfused softmax, a memory-bound kernel of its own, keeps its time."""
+    from phaze.workload.attention import kernel_steps
+    from phaze.workload.trace import kernel_step_rows
+
+    tensor_bytes = 16384 * 16 * 128 * 2
+    frame = pd.DataFrame(kernel_step_rows("attention", kernel_steps(True, (1, 16384, 16, 128), False), 2,
+                                          3 * tensor_bytes, tensor_bytes + 16384 * 16 * 4))
+    frame["op_id"] = range(len(frame))
+    eager = {**frame.iloc[1].to_dict(), "op_id": len(frame), "fused": False, "bytes_read": 2.0 * 16 * 16384**2,
+             "bytes_written": 2.0 * 16 * 16384**2}
+    ops = pd.concat([frame, pd.DataFrame([eager])], ignore_index=True)[list(OP_COLUMNS)]
+    seconds = {}
+    for slowdown in (1.0, 1.18):
+        cfg = compose_config("hw=h100", "cluster=dgx_h100", f"hw.matmul_sustained_slowdown={slowdown}")
+        points, net = enumerate_space(cfg.hw), Network.from_cfg(cfg.cluster)
+        seconds[slowdown] = op_latencies(ops, points, net, 1).parallel_s[:, 0]
+    assert frame.target.iloc[1] == "_softmax" and seconds[1.0][1] == pytest.approx(2_033_602 / 1.83e9, rel=1e-9)
+    assert seconds[1.18][1] == pytest.approx(1.18 * seconds[1.0][1], rel=1e-9)
+    assert seconds[1.18][3] == seconds[1.0][3]  # 17.2 GB through HBM: memory-bound either way

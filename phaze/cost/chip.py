@@ -23,7 +23,8 @@ class Chip:
 
     `tc_clock_hz` is the clock times `matmul_efficiency` over `matmul_sustained_slowdown` (array steps per second at
     the matmul rate a training step achieves); the bandwidths are their peaks times `memory_efficiency`; vector lanes and
-    special-function units (`sfu_lanes` per vector core) run at `freq_hz`.
+    special-function units (`sfu_lanes` per vector core) run at `freq_hz`, except in a fused attention kernel, whose
+    softmax steps share its matmul steps' clock, `sustained_clock_hz` (the clock over `matmul_sustained_slowdown`).
     """
 
     n_tc: np.ndarray
@@ -32,6 +33,7 @@ class Chip:
     n_vc: np.ndarray
     vc_width: np.ndarray
     freq_hz: np.ndarray
+    sustained_clock_hz: np.ndarray
     tc_clock_hz: np.ndarray
     hbm_bytes_s: np.ndarray
     glb_bytes_s: np.ndarray
@@ -56,7 +58,8 @@ class Chip:
         memory = col["memory_efficiency"]
         return cls(
             n_tc=col["n_tc"], tc_rows=col["tc_rows"], tc_cols=col["tc_cols"], n_vc=col["n_vc"], vc_width=col["vc_width"],
-            freq_hz=freq_hz, tc_clock_hz=freq_hz * col["matmul_efficiency"] / col["matmul_sustained_slowdown"],
+            freq_hz=freq_hz, sustained_clock_hz=freq_hz / col["matmul_sustained_slowdown"],
+            tc_clock_hz=freq_hz * col["matmul_efficiency"] / col["matmul_sustained_slowdown"],
             hbm_bytes_s=col["hbm_gbps"] * GB * memory, glb_bytes_s=col["glb_gbps"] * GB * memory,
             core_port_bytes_s=col["core_buffer_bytes_per_cycle"] * freq_hz * memory,
             glb_bytes=col["glb_mib"] * MIB, tc_buffer_bytes=col["tc_buffer_kib"] * KIB,

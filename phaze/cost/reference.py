@@ -82,6 +82,8 @@ def vector_s(op, acc) -> tuple[float, float]:
     hbm_s = io / (acc.hbm_gbps * GB * mem)
     glb = acc.glb_gbps * GB * mem
     port = acc.core_buffer_bytes_per_cycle * f * mem
+    if op.get("fused", False) and op["target"] == FUSED_SOFTMAX_TARGET:
+        f /= acc.matmul_sustained_slowdown
 
     def cycles(cores):
         lanes = math.ceil(elems / (cores * acc.vc_width)) * c

@@ -24,15 +24,18 @@ def compute_cycles(elems, cycles_per_elem, n_cores, chip, fused_softmax=False):
 
 
 def vector_latency_s(elems, cycles_per_elem, io_bytes, chip, fused_softmax=False):
-    """(single-core, all-cores) latency in seconds; op arrays (n_ops, 1) broadcast against `chip` (1, n_points)."""
+    """(single-core, all-cores) latency in seconds; op arrays (n_ops, 1) broadcast against `chip` (1, n_points). A fused
+    softmax step runs at the sustained clock of its kernel's matmul steps (Chip.sustained_clock_hz), the rest at the
+    chip's clock."""
     hbm_s = io_bytes / chip.hbm_bytes_s
+    clock_hz = np.where(np.asarray(fused_softmax, dtype=bool), chip.sustained_clock_hz, chip.freq_hz)
     single = np.maximum.reduce([
-        compute_cycles(elems, cycles_per_elem, 1.0, chip, fused_softmax) / chip.freq_hz,
+        compute_cycles(elems, cycles_per_elem, 1.0, chip, fused_softmax) / clock_hz,
         hbm_s,
         io_bytes / np.minimum(chip.glb_bytes_s, chip.core_port_bytes_s),
     ])
     parallel = np.maximum.reduce([
-        compute_cycles(elems, cycles_per_elem, chip.n_vc, chip, fused_softmax) / chip.freq_hz,
+        compute_cycles(elems, cycles_per_elem, chip.n_vc, chip, fused_softmax) / clock_hz,
         hbm_s,
         io_bytes / np.minimum(chip.glb_bytes_s, chip.n_vc * chip.core_port_bytes_s),
     ])
