@@ -377,4 +377,4 @@ def test_a_bounded_signature_takes_a_trial_as_often_as_the_list_schedules_so_far
     clock.tightened(3, 1.0, 0.9)
     clock.tightened(3, 1.0, 1.0)  # a trial asking point 3's bound again: its first is kept
     clock.tightened(4, 1.0, 0.7)
-    assert clock.tightenings == {3: 0.9, 4: 0.7}
+    assert clock.tightenings == [0.9, 0.7]

@@ -51,7 +51,7 @@ def points_ahead(search, evaluator, sampler, top_n: int, seen: dict) -> Callable
                      groups=signatures[points], schedule_bound_s=clock.recent_mean_s(SCHEDULE, RATE_WINDOW_S),
                      least_fresh=least_fresh(evaluator, points, fresh, bounded, signatures[points]), evaluated=evaluated,
                      own_bound_s=dp_s(evaluator.models, OWN_DP, math.inf), lookup_s=clock.recent_mean_s(LOOKUP, RATE_WINDOW_S),
-                     trials=trials_ahead(beat, known, bounded & ~evaluated, signatures[points], list(clock.tightenings.values())))
+                     trials=trials_ahead(beat, known, bounded & ~evaluated, signatures[points], clock.tightenings))
 
     return read
 

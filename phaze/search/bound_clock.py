@@ -33,10 +33,13 @@ class BoundClock:
     def __init__(self):
         self.ends: dict[str, list[tuple[float, float]]] = {}
         """By kind, (when it ended, seconds) of each bound, in time order: its counts and means follow from it."""
-        self.tightenings: dict[int, float] = {}
-        """By point, its first list-schedule bound against a value to beat over the point's bound before it (at most 1):
-        what a bounded point's list schedules take off its bound, so whether they leave it a trial. The first only: a
-        trial asks again for the bound the walk found, and gets it back unchanged."""
+        self.tightenings: list[float] = []
+        """Of each point's first list-schedule bound against a value to beat, its ratio to the point's bound before it
+        (at most 1): what a bounded point's list schedules take off its bound, so whether they leave it a trial. The
+        first only: a trial asks again for the bound the walk found, and gets it back unchanged. A list, appended to
+        only, so that a study's progress reads it from another thread as it grows."""
+        self.tightened_points: set[int] = set()
+        """The points whose ratio is in `tightenings`."""
 
     @contextmanager
     def timing(self, kind: str, beat: float | None):
@@ -53,8 +56,9 @@ class BoundClock:
     def tightened(self, index: int, beat: float | None, ratio: float) -> None:
         """Point `index`'s list-schedule bound came out at `ratio` times its bound before it; kept when there is a value
         to beat (`beat` not None), the ratio is finite and it is the point's first."""
-        if beat is not None and np.isfinite(ratio):
-            self.tightenings.setdefault(index, float(ratio))
+        if beat is not None and np.isfinite(ratio) and index not in self.tightened_points:
+            self.tightened_points.add(index)
+            self.tightenings.append(float(ratio))
 
     @property
     def count(self) -> Counter[str]:
