@@ -229,8 +229,8 @@ def test_line_from_the_kinds_ahead():
 
 
 def test_bound_clock_reads_the_latest_bounds(monkeypatch):
-    """The bounds' cost is the mean of those that ended within the window of the latest one: the walk's placement DPs
-    near its end stop sooner than the first ones."""
+    """A kind's recent cost is the mean of the bounds that ended within the window of the latest one (the list-schedule
+    bounds and look-ups are read so), its cost so far the mean of all."""
     from phaze.search import bound_clock
 
     ticks = iter([100.0, 101.0, 130.0, 135.0])

@@ -28,10 +28,10 @@ where no trial ends (the walk over the points its bounds pass over: 11,033 of th
 25% of its study, experiments/results/progress_estimate.md)."""
 RATE_WINDOW_S = 10.0
 """Seconds back over which the points' rate shown is measured (RateMeter), and the recent costs of trials (Costs),
-list-schedule bounds and look-ups (Ahead): the headline run decides points at rates thousands of times apart (0.1 a second through its full
-evaluations, thousands a second in the walk at its end), so a rate must follow the latest; past the first 20% of its
-points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x over 30 s and 90.7x since
-the start, tqdm's rate (experiments/results/progress_estimate.md)."""
+list-schedule bounds and look-ups (Ahead): the headline run decides points at rates thousands of times apart (0.1 a
+second through its full evaluations, thousands a second in the walk at its end), so a rate must follow the latest;
+past the first 20% of its points the time left from the points' rate over 10 s was at most 6.47x off, against 17.1x
+over 30 s and 90.7x since the start, tqdm's rate (experiments/results/progress_estimate.md)."""
 
 
 def clock(seconds: float) -> str:
