@@ -148,3 +148,26 @@ def test_all_to_all_per_level_on_a_torus():
     link = 50e9 * 0.895
     # 16 members along x then y (8 x 2): 7/16 of the data to x peers on a whole x ring, 8/16 to the other y row on a line.
     assert net.all_to_all_s(1e9, 16) == pytest.approx(max(7 / 16 * 1e9 / (2 * link), 8 / 16 * 1e9 / link), rel=1e-12)
+
+
+def test_a_rail_optimised_fat_tree_all_reduces_at_two_scales():
+    """8-GPU nodes of 50 GB/s NICs, 32 nodes under one set of rail switches, a spine at half their bandwidth (levels one
+    after another, cluster.collective_algorithm=ring): 1 GiB over 256 GPUs (32 nodes) reduce-scatters and all-gathers
+    inside each node (2 x 7/8 GiB at 450 GB/s) around a 32-node ring of its eighth at 50 GB/s; over 512 GPUs (64 nodes)
+    that ring crosses the spine at 25 GB/s. 4 NICs shared by a node's 8 GPUs give each 25 GB/s inside one group."""
+    fabric = ["cluster=dgx_h100", "cluster.devices=1024", "cluster.collective_algorithm=ring", "cluster.intra_node_efficiency=1",
+              "cluster.inter_node_efficiency=1", "cluster.link_latency_s=0", "cluster.inter_node_latency_s=0",
+              "cluster.collective_launch_s=0", "cluster.rail_group_nodes=32", "cluster.spine_oversubscription=2"]
+    net = Network.from_cfg(compose_cfg(*fabric).cluster)
+    inside_s = 2 * 7 / 8 * GIB / 450e9
+    assert net.allreduce_s(GIB, 256) == pytest.approx(inside_s + 2 * 31 / 32 * GIB / 8 / 50e9, rel=1e-12)  # 9.38 ms
+    assert net.allreduce_s(GIB, 512) == pytest.approx(inside_s + 2 * 63 / 64 * GIB / 8 / 25e9, rel=1e-12)  # 14.7 ms
+    assert Network.from_cfg(compose_cfg(*fabric[:-2]).cluster).allreduce_s(GIB, 512) == pytest.approx(
+        inside_s + 2 * 63 / 64 * GIB / 8 / 50e9, rel=1e-12)  # one rail group: no spine
+    shared = Network.from_cfg(compose_cfg(*fabric, "cluster.rails=4").cluster)
+    assert shared.allreduce_s(GIB, 256) == pytest.approx(inside_s + 2 * 31 / 32 * GIB / 8 / 25e9, rel=1e-12)
+    # NCCL's model: the node's 8 NICs (8 x 25 GB/s across the spine) now below NVLink's 450 GB/s bus bandwidth
+    nccl = Network.from_cfg(compose_cfg(*fabric[:2], "cluster.rail_group_nodes=32", "cluster.spine_oversubscription=2").cluster)
+    plain = Network.from_cfg(compose_cfg(*fabric[:2]).cluster)
+    assert nccl.allreduce_s(8 * GIB, 256) == pytest.approx(plain.allreduce_s(8 * GIB, 256), rel=1e-12)
+    assert nccl.allreduce_s(8 * GIB, 512) > 1.9 * plain.allreduce_s(8 * GIB, 512)

@@ -44,6 +44,12 @@ TORUS_RING_DIRECTIONS = 2
 the data each way round: twice one link's rate per chip."""
 
 
+def nic_share(cluster) -> float:
+    """The share of a NIC each chip of a node has: cluster.rails NICs over cluster.node_size chips (1 without rails)."""
+    rails = getattr(cluster, "rails", None)
+    return 1.0 if rails is None else min(1.0, int(rails) / int(cluster.node_size))
+
+
 def _out(t):
     return t if np.ndim(t) else float(t)
 
@@ -66,6 +72,10 @@ class Network:
     """Once per collective or point-to-point transfer."""
     nvls_bytes_s: float | None = None
     """NVLink SHARP's all-reduce bus bandwidth inside a node (algorithm nccl); None: none."""
+    rail_group_nodes: int | None = None
+    """Nodes under one set of rail (leaf) switches; a group over more nodes crosses the spine. None: every node."""
+    spine_oversubscription: float = 1.0
+    """The leaves' bandwidth over the spine's (1: non-blocking): a group crossing the spine runs at inter_bytes_s over it."""
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -91,13 +101,15 @@ class Network:
             devices=int(cluster.devices),
             node_size=int(cluster.devices if torus else min(cluster.node_size, cluster.devices)),
             intra_bytes_s=float(cluster.intra_node_gbps) * GB * float(getattr(cluster, "intra_node_efficiency", 1.0)),
-            inter_bytes_s=float(cluster.inter_node_gbps) * GB * float(getattr(cluster, "inter_node_efficiency", 1.0)),
+            inter_bytes_s=float(cluster.inter_node_gbps) * GB * float(getattr(cluster, "inter_node_efficiency", 1.0)) * nic_share(cluster),
             latency_s=float(cluster.link_latency_s),
             algorithm=str(getattr(cluster, "collective_algorithm", "ring")),
             torus_dims=torus,
             inter_latency_s=None if getattr(cluster, "inter_node_latency_s", None) is None else float(cluster.inter_node_latency_s),
             launch_latency_s=float(getattr(cluster, "collective_launch_s", 0.0)),
             nvls_bytes_s=None if getattr(cluster, "nvls_bus_gbps", None) is None else float(cluster.nvls_bus_gbps) * GB,
+            rail_group_nodes=getattr(cluster, "rail_group_nodes", None),
+            spine_oversubscription=float(getattr(cluster, "spine_oversubscription", 1.0)),
         )
 
     @property
@@ -130,7 +142,7 @@ class Network:
             rates = [self.intra_bytes_s * (TORUS_RING_DIRECTIONS if c == dim > 2 else 1) for c, dim in zip(counts, self.torus_dims)]
             latencies = [self.latency_s] * len(counts)
         else:
-            rates = [self.intra_bytes_s, self.inter_bytes_s][: len(counts)]
+            rates = [self.intra_bytes_s, self.inter_rate(counts[-1])][: len(counts)]
             latencies = [self.latency_s, self.inter_latency_s][: len(counts)]
         return [(c, r, lat) for c, r, lat in zip(counts, rates, latencies) if c > 1]
 
@@ -140,7 +152,14 @@ class Network:
         if self.algorithm != "nccl" or not self.domains:
             return None
         per_node, nodes = self._counts(n, within)
-        return (nodes, nccl.bus_bytes_s(per_node, self.intra_bytes_s, self.inter_bytes_s)) if nodes > 1 else None
+        return (nodes, nccl.bus_bytes_s(per_node, self.intra_bytes_s, self.inter_rate(nodes))) if nodes > 1 else None
+
+    def inter_rate(self, nodes: int) -> float:
+        """Bytes/s per chip across nodes for a group over `nodes` nodes, taken as consecutive (Megatron's rank order:
+        TP, CP, DP, then PP outermost): the NIC's share, over the spine's oversubscription once the nodes span more than
+        one rail group (a ring runs at its slowest link)."""
+        crosses = self.rail_group_nodes is not None and nodes > self.rail_group_nodes
+        return self.inter_bytes_s / self.spine_oversubscription if crosses else self.inter_bytes_s
 
     @staticmethod
     def _ring_allreduce(nbytes, n: int, bytes_s: float, step_s: float):

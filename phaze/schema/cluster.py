@@ -20,7 +20,7 @@ class ClusterCfg:
     # Chips per node sharing the fast intra-node links; equal to `devices` for a flat network.
     node_size: int = MISSING
     intra_node_gbps: float = MISSING  # GB/s per chip, each direction
-    inter_node_gbps: float = MISSING  # GB/s per chip, each direction
+    inter_node_gbps: float = MISSING  # GB/s per NIC, each direction (one NIC per chip unless `rails` says fewer)
     # Achievable fraction of each link rate for large collectives (NCCL's bus bandwidth over the line rate), in (0, 1].
     intra_node_efficiency: float = 1.0
     inter_node_efficiency: float = 1.0
@@ -37,6 +37,13 @@ class ClusterCfg:
     # NVLink SHARP (NVLS): the all-reduce bus bandwidth (GB/s, nccl-tests' busbw) the node's NVSwitches reach reducing
     # in the switch, read under collective_algorithm=nccl only (NCCL's NVLS algorithm inside a node); null: none.
     nvls_bus_gbps: Optional[float] = None
+    # A rail-optimised fat tree (NVIDIA DGX SuperPOD): `rails` NICs per node (null: one per chip), each on its own rail
+    # of leaf switches, the node's chips sharing them evenly; `rail_group_nodes` nodes under one set of leaves (a
+    # scalable unit; null: every node), the spine joining the groups at 1/`spine_oversubscription` of the leaves'
+    # bandwidth (1: non-blocking).
+    rails: Optional[int] = None
+    rail_group_nodes: Optional[int] = None
+    spine_oversubscription: float = 1.0
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -59,6 +66,7 @@ class ClusterCfg:
         choice(self.collective_algorithm, "cluster.collective_algorithm", CollectiveAlgorithm.values())
         if self.nvls_bus_gbps is not None:
             positive(self.nvls_bus_gbps, "cluster.nvls_bus_gbps")
+        self._check_fabric()
         if self.torus_dims:
             if self.collective_algorithm == "nccl":
                 raise ConfigError("cluster.collective_algorithm=nccl: NCCL runs on nodes of GPUs; on a torus allowed values are "
@@ -69,3 +77,15 @@ class ClusterCfg:
             if self.intra_node_gbps != self.inter_node_gbps:
                 raise ConfigError(f"cluster.inter_node_gbps={self.inter_node_gbps}: on a torus every link runs at one rate; allowed value "
                                   f"cluster.intra_node_gbps={self.intra_node_gbps}")
+
+    def _check_fabric(self) -> None:
+        """Rails that divide a node's chips, a positive rail group, a spine at most as fast as the leaves."""
+        divisors = [d for d in range(1, self.node_size + 1) if self.node_size % d == 0]
+        if self.rails is not None and (isinstance(self.rails, bool) or self.rails not in divisors):
+            raise ConfigError(f"cluster.rails={self.rails!r}: allowed values are the divisors of cluster.node_size={self.node_size} "
+                              f"({', '.join(map(str, divisors))}), or null (one NIC per chip)")
+        if self.rail_group_nodes is not None:
+            positive_ints(self.rail_group_nodes, "cluster.rail_group_nodes")
+        if isinstance(self.spine_oversubscription, bool) or not self.spine_oversubscription >= 1:
+            raise ConfigError(f"cluster.spine_oversubscription={self.spine_oversubscription!r}: allowed values are numbers >= 1 "
+                              "(1: a non-blocking spine)")
