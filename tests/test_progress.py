@@ -372,9 +372,10 @@ def test_a_bounded_signature_takes_a_trial_as_often_as_the_list_schedules_so_far
     assert trials_ahead(beat, known, open_, np.array([1, 1, 2, 3]), ratios) == pytest.approx(3 / 6 + 2 / 6)
     assert trials_ahead(beat, known, np.zeros(4, bool), np.array([1, 1, 2, 3]), ratios) == 0.0
     clock = BoundClock()
-    clock.tightened(3, None, 0.5)  # no value to beat: not kept
-    clock.tightened(3, 1.0, float("nan"))  # no bound before it: not kept
-    clock.tightened(3, 1.0, 0.9)
-    clock.tightened(3, 1.0, 1.0)  # a trial asking point 3's bound again: its first is kept
-    clock.tightened(4, 1.0, 0.7)
+    clock.tightened(3, None, 5.0, 10.0)  # no value to beat: not kept
+    clock.tightened(3, 1.0, 0.0, 0.0)  # no plan fits the point (its bounds are 0): not kept
+    clock.tightened(3, 1.0, 5.0, float("inf"))  # no bound before it: not kept
+    clock.tightened(3, 1.0, 9.0, 10.0)
+    clock.tightened(3, 1.0, 9.0, 9.0)  # a trial asking point 3's bound again: its first is kept
+    clock.tightened(4, 1.0, 7.0, 10.0)
     assert clock.tightenings == [0.9, 0.7]

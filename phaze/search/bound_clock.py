@@ -9,8 +9,6 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 
-import numpy as np
-
 PLACEMENT = "placement"
 """A placement DP on a point's lower-bound latencies (SpaceEvaluator.placement_bound)."""
 SCHEDULE = "schedule"
@@ -53,12 +51,13 @@ class BoundClock:
         if beat is not None:
             self.ends.setdefault(kind, []).append((time.monotonic(), seconds))
 
-    def tightened(self, index: int, beat: float | None, ratio: float) -> None:
-        """Point `index`'s list-schedule bound came out at `ratio` times its bound before it; kept when there is a value
-        to beat (`beat` not None), the ratio is finite and it is the point's first."""
-        if beat is not None and np.isfinite(ratio) and index not in self.tightened_points:
+    def tightened(self, index: int, beat: float | None, bound: float, before: float) -> None:
+        """Point `index`'s list-schedule bound came out at `bound` where its bound before it was `before`; their ratio is
+        kept when there is a value to beat (`beat` not None), `before` is a bound (positive and finite: a point no plan
+        fits has 0) and it is the point's first."""
+        if beat is not None and 0.0 < before < math.inf and index not in self.tightened_points:
             self.tightened_points.add(index)
-            self.tightenings.append(float(ratio))
+            self.tightenings.append(float(bound / before))
 
     @property
     def count(self) -> Counter[str]:

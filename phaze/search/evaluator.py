@@ -283,7 +283,7 @@ class SpaceEvaluator:
         point, before = self.point(index), float(self._upper[index].mean())
         with self.bound_clock.timing(SCHEDULE, beat):
             value = self.bounded_mean(index, beat, lambda m, cut: m.schedule_bound(index, point, m.placer(point, self.fixed_placement)))
-        self.bound_clock.tightened(index, beat, value / before)
+        self.bound_clock.tightened(index, beat, value, before)
         return value
 
     def bounded_mean(self, index: int, beat: float | None, bound_of) -> float:
