@@ -47,7 +47,7 @@ the data each way round: twice one link's rate per chip."""
 def nic_share(cluster) -> float:
     """The share of a NIC each chip of a node has: cluster.rails NICs over cluster.node_size chips (1 without rails)."""
     rails = getattr(cluster, "rails", None)
-    return 1.0 if rails is None else min(1.0, int(rails) / int(cluster.node_size))
+    return 1.0 if rails is None else int(rails) / int(cluster.node_size)
 
 
 def _out(t):

@@ -74,7 +74,8 @@ def vector_s(op, acc) -> tuple[float, float]:
     elems = op["numel_out"]
     if op["kind"] in INPUT_STREAMING_KINDS:
         elems = max([elems] + [math.prod(s) for s in op.get("in_shapes", ())])
-    on_sfu = op.get("fused", False) and op["target"] == FUSED_SOFTMAX_TARGET and acc.sfu_lanes > 0
+    fused_softmax = op.get("fused", False) and op["target"] == FUSED_SOFTMAX_TARGET
+    on_sfu = fused_softmax and acc.sfu_lanes > 0
     c = FUSED_SOFTMAX_LANE_OPS if on_sfu else cycles_per_elem(op["target"])
     io = op["bytes_read"] + op["bytes_written"]
     f = acc.freq_ghz * GHZ
@@ -82,7 +83,7 @@ def vector_s(op, acc) -> tuple[float, float]:
     hbm_s = io / (acc.hbm_gbps * GB * mem)
     glb = acc.glb_gbps * GB * mem
     port = acc.core_buffer_bytes_per_cycle * f * mem
-    if op.get("fused", False) and op["target"] == FUSED_SOFTMAX_TARGET:
+    if fused_softmax:  # its kernel's matmul steps' sustained clock (phaze.cost.vector.vector_latency_s)
         f /= acc.matmul_sustained_slowdown
 
     def cycles(cores):

@@ -191,9 +191,9 @@ def trial_chance(thresholds: np.ndarray, tightenings: np.ndarray) -> np.ndarray:
     """Per bounded signature, the chance that its list-schedule bound leaves it above the value to beat, so that it takes
     a trial: its threshold is the value to beat over its bound now, and of the list-schedule bounds of this run so far
     (bound_clock.tightenings, each the ratio of the bound to the one before it) the share above it would keep it open,
-    by Laplace's rule of succession, (above + 1) / (n + 2): one half before any. The headline run's walk opens up to 180
-    bounded signatures at once, at bounds closer to the value than the 23 before, all of which took a trial; about one
-    in ten of them takes one (experiments/results/progress_estimate.md)."""
+    by Laplace's rule of succession, (above + 1) / (n + 2): one half before any. The headline run's walk opens up to 185
+    bounded signatures at once, at bounds closer to the value than the 21 before, all of which took a trial; few or none
+    of them take one (experiments/results/progress_estimate.md)."""
     ratios = np.sort(np.asarray(tightenings, dtype=float))
     above = len(ratios) - np.searchsorted(ratios, np.asarray(thresholds, dtype=float), side="right")
     return (above + 1.0) / (len(ratios) + 2.0)
