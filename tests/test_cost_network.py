@@ -162,8 +162,8 @@ def test_a_rail_optimised_fat_tree_all_reduces_at_two_scales():
     inside_s = 2 * 7 / 8 * GIB / 450e9
     assert net.allreduce_s(GIB, 256) == pytest.approx(inside_s + 2 * 31 / 32 * GIB / 8 / 50e9, rel=1e-12)  # 9.38 ms
     assert net.allreduce_s(GIB, 512) == pytest.approx(inside_s + 2 * 63 / 64 * GIB / 8 / 25e9, rel=1e-12)  # 14.7 ms
-    assert Network.from_cfg(compose_cfg(*fabric[:-2]).cluster).allreduce_s(GIB, 512) == pytest.approx(
-        inside_s + 2 * 63 / 64 * GIB / 8 / 50e9, rel=1e-12)  # one rail group: no spine
+    assert Network.from_cfg(compose_cfg(*fabric[:-1]).cluster).allreduce_s(GIB, 512) == pytest.approx(
+        inside_s + 2 * 63 / 64 * GIB / 8 / 50e9, rel=1e-12)  # the preset's non-blocking spine
     shared = Network.from_cfg(compose_cfg(*fabric, "cluster.rails=4").cluster)
     assert shared.allreduce_s(GIB, 256) == pytest.approx(inside_s + 2 * 31 / 32 * GIB / 8 / 25e9, rel=1e-12)
     # NCCL's model: the node's 8 NICs (8 x 25 GB/s across the spine) now below NVLink's 450 GB/s bus bandwidth
@@ -171,3 +171,22 @@ def test_a_rail_optimised_fat_tree_all_reduces_at_two_scales():
     plain = Network.from_cfg(compose_cfg(*fabric[:2]).cluster)
     assert nccl.allreduce_s(8 * GIB, 256) == pytest.approx(plain.allreduce_s(8 * GIB, 256), rel=1e-12)
     assert nccl.allreduce_s(8 * GIB, 512) > 1.9 * plain.allreduce_s(8 * GIB, 512)
+
+
+@pytest.mark.parametrize("preset, chips_per_unit", [("dgx_h100", 256), ("dgx_b200", 256), ("gb200_nvl72", 576)])
+def test_the_superpod_presets_join_their_published_scalable_units_by_the_spine(preset, chips_per_unit):
+    """NVIDIA's DGX SuperPOD reference architectures: scalable units of 32 DGX H100 or B200 nodes (256 GPUs) and of 8
+    GB200 NVL72 racks (576 GPUs) under their rail leaves, a non-blocking spine between units. Tapering the spine 2:1
+    (the one override) leaves an all-reduce inside one unit as fast and makes one over two units slower, by the time
+    its inter-node ring loses: half of its bandwidth on the NICs (levels one after another, no latencies)."""
+    flat = [f"cluster={preset}", "cluster.devices=1152" if preset == "gb200_nvl72" else "cluster.devices=1024",
+            "cluster.collective_algorithm=ring", "cluster.link_latency_s=0", "cluster.inter_node_latency_s=0",
+            "cluster.collective_launch_s=0"]
+    cluster = compose_cfg(*flat).cluster
+    blocking = Network.from_cfg(compose_cfg(*flat, "cluster.spine_oversubscription=2").cluster)
+    plain = Network.from_cfg(cluster)
+    assert blocking.allreduce_s(GIB, chips_per_unit) == pytest.approx(plain.allreduce_s(GIB, chips_per_unit), rel=1e-12)
+    nodes = 2 * chips_per_unit // cluster.node_size
+    ring_s = 2 * (nodes - 1) / nodes * GIB / cluster.node_size / (cluster.inter_node_gbps * 1e9 * cluster.inter_node_efficiency)
+    assert blocking.allreduce_s(GIB, 2 * chips_per_unit) - plain.allreduce_s(GIB, 2 * chips_per_unit) == pytest.approx(
+        ring_s, rel=1e-9)

@@ -123,9 +123,9 @@ def test_the_study_spec_keeps_the_study_names_of_the_composed_config():
     these names were computed from the composed config (with hw.sfu_lanes, hw.mma_sync_fraction and train.grad_bucket_*,
     train.attention_warp_mma, train.selective_policy, cluster.nvls_bus_gbps, cluster.collective_algorithm=nccl and hw.power_limit_w,
     hw.sustained_power_w, hw.clock_floor_power_w, train.per_param_sharding, cluster.rails, cluster.rail_group_nodes and
-    cluster.spine_oversubscription, which change the answer, in the hash)."""
+    cluster.spine_oversubscription, which change the answer, in the hash; the SuperPOD presets' scalable units in cluster=dgx_h100)."""
     assert study_spec(compose_config()).name == "llama2-phaze_grid-phaze_1024-bound-throughput-ede00017"
-    assert study_spec(compose_config("train=megatron", "hw=h100", "cluster=dgx_h100")).name == "llama2-h100-dgx_h100-bound-throughput-00b2cb12"
+    assert study_spec(compose_config("train=megatron", "hw=h100", "cluster=dgx_h100")).name == "llama2-h100-dgx_h100-bound-throughput-4b0e1553"
     assert study_spec(compose_config("model=[llama2,gpt2]")).name == "llama2+gpt2-phaze_grid-phaze_1024-bound-throughput-3a0eb4c0"
     assert study_spec(compose_config("compat=phaze")).name == "llama2-phaze_grid-phaze_1024-bound-throughput-07264262"
 
