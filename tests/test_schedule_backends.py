@@ -157,13 +157,16 @@ def test_cache_serves_a_limited_solve_only_to_no_more_effort(tmp_path):
     from phaze.schedule.cache import ScheduleCache
     from phaze.schedule.result import LayerSchedule
 
+    from phaze.schedule.instance import LayerProblem
+
+    problem = LayerProblem.build(([], []), ["tc", "vc"], [2.0, 2.0], [2.0, 2.0], 1, 1)  # two 2 s operators side by side
     store = ScheduleCache(tmp_path)
     stopped = LayerSchedule(makespan_s=2.0, start_s=np.zeros(2), parallel=np.zeros(2, dtype=bool), backend="gurobi",
                             status="time_limit", mip_gap=0.1, solve_s=1.0, bound_s=1.8)
     store.save("k" * 16, stopped, time_limit_s=60.0, work_limit=1.0)
     fresh = ScheduleCache(tmp_path)  # from disk, not memory
-    assert fresh.load("k" * 16, 60.0, 1.0).makespan_s == 2.0
-    assert fresh.load("k" * 16, 30.0, 0.5) is not None
-    assert fresh.load("k" * 16, 60.0, 5.0) is None
-    assert fresh.load("k" * 16, 60.0, None) is None
-    assert fresh.load("k" * 16, 120.0, 1.0) is None
+    assert fresh.load("k" * 16, problem, 60.0, 1.0).makespan_s == 2.0
+    assert fresh.load("k" * 16, problem, 30.0, 0.5) is not None
+    assert fresh.load("k" * 16, problem, 60.0, 5.0) is None
+    assert fresh.load("k" * 16, problem, 60.0, None) is None
+    assert fresh.load("k" * 16, problem, 120.0, 1.0) is None

@@ -227,5 +227,5 @@ def test_the_schedule_cache_keeps_a_bounded_copy_and_reads_the_rest_back(tmp_pat
     for p in problems:
         store.save(cache.list_key(p), heuristic_for(p), 0.0)
     assert store._memory.find(cache.list_key(problems[0])) is None
-    again = store.load(cache.list_key(problems[0]), 0.0)
+    again = store.load(cache.list_key(problems[0]), problems[0], 0.0)
     assert again.from_cache and same_schedule(again, heuristic_for(problems[0]))

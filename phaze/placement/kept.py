@@ -39,6 +39,10 @@ class Kept:
         if len(self._values) > self.size:
             self._values.popitem(last=False)
 
+    def drop(self, key: Hashable) -> None:
+        """Forget the value under `key`, if any."""
+        self._values.pop(key, None)
+
     def values(self) -> list:
         """The values kept, the least recently used first."""
         return list(self._values.values())

@@ -4,21 +4,26 @@ The key is the problem's content, not its origin: edges, units, both latencies o
 the core counts as far as they matter (a 1-core unit differs from a multi-core one; beyond the
 number of operators on a unit, more cores cannot change which single-mode operators may overlap),
 and the requested MIP gap. So the same layer on an equivalent chip is never solved twice, whichever
-backend solved it first.
+backend solved it first. An entry that cannot be read back whole (a truncated file, another version's fields) or
+that does not fit its problem is reported and solved again, and the next save replaces its file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from phaze.atomic_file import write_atomic
 from phaze.placement.kept import Kept
+from phaze.schedule.checker import check_times
 from phaze.schedule.instance import RESOURCES, LayerProblem
 from phaze.schedule.result import LayerSchedule
+
+log = logging.getLogger(__name__)
 
 CACHE_VERSION = 2
 """Bump when the model or the meaning of a cached schedule changes, so stale entries are ignored (2: the split bound
@@ -52,6 +57,10 @@ def _key(problem: LayerProblem, head: dict) -> str:
     return h.hexdigest()
 
 
+ENTRY_FIELDS = ("makespan_s", "start_s", "parallel", "backend", "status", "mip_gap", "solve_s", "bound_s", "fallback",
+                "time_limit_s")
+"""The fields every entry of this CACHE_VERSION holds (`work_limit` is optional: entries from before it had none)."""
+
 SCHEDULES_KEPT = 4096
 """Entries of one cache directory kept in this process (the least recently used dropped): a search asks again for the
 same few layers (HBM siblings, twins), while a long one writes thousands of list schedules and their files stay."""
@@ -67,23 +76,47 @@ class ScheduleCache:
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def load(self, key: str, time_limit_s: float, work_limit: float | None = None) -> LayerSchedule | None:
-        """A cached schedule, unless it stopped on a shorter time or work limit than the ones asked for now."""
+    def load(self, key: str, problem: LayerProblem, time_limit_s: float, work_limit: float | None = None) -> LayerSchedule | None:
+        """The cached schedule of `problem`, unless it stopped on a shorter time or work limit than the ones asked for
+        now, or its entry is damaged (then None, and the caller's save replaces it)."""
         entry = self._memory.find(key)
         if entry is None:
-            path = self._path(key)
-            if not path.exists():
+            entry = self._read(key)
+            if entry is None:
                 return None
-            entry = json.loads(path.read_text())
             self._memory.put(key, entry)
-        if entry["status"] == "time_limit" and (entry["time_limit_s"] < time_limit_s or _unlimited(entry.get("work_limit")) < _unlimited(work_limit)):
+        try:
+            if entry["status"] == "time_limit" and (float(entry["time_limit_s"]) < time_limit_s
+                                                    or _unlimited(entry.get("work_limit")) < _unlimited(work_limit)):
+                return None
+            schedule = LayerSchedule(
+                makespan_s=float(entry["makespan_s"]), start_s=np.array(entry["start_s"], dtype=np.float64),
+                parallel=np.array(entry["parallel"], dtype=bool), backend=entry["backend"], status=entry["status"],
+                mip_gap=entry["mip_gap"], solve_s=entry["solve_s"], from_cache=True, bound_s=entry["bound_s"],
+                fallback=entry["fallback"],
+            )
+            check_times(problem, schedule.start_s, schedule.parallel, schedule.makespan_s)
+        except (TypeError, ValueError) as err:  # ScheduleError is a ValueError: the entry does not fit its problem
+            self._memory.drop(key)
+            return self._damaged(key, err)
+        return schedule
+
+    def _read(self, key: str) -> dict | None:
+        """The entry on disk: None when there is none or it is damaged (not whole JSON, or without this version's fields)."""
+        path = self._path(key)
+        try:
+            entry = json.loads(path.read_bytes())
+        except FileNotFoundError:
             return None
-        return LayerSchedule(
-            makespan_s=entry["makespan_s"], start_s=np.array(entry["start_s"], dtype=np.float64),
-            parallel=np.array(entry["parallel"], dtype=bool), backend=entry["backend"], status=entry["status"],
-            mip_gap=entry["mip_gap"], solve_s=entry["solve_s"], from_cache=True, bound_s=entry["bound_s"],
-            fallback=entry["fallback"],
-        )
+        except (OSError, ValueError) as err:  # a truncated or garbled file (JSONDecodeError, UnicodeDecodeError)
+            return self._damaged(key, err)
+        missing = [name for name in ENTRY_FIELDS if not isinstance(entry, dict) or name not in entry]
+        return self._damaged(key, f"no field {missing[0]!r}") if missing else entry
+
+    def _damaged(self, key: str, why: object) -> None:
+        """Report a damaged entry; None, as for a miss."""
+        log.warning("schedule cache entry %s is damaged (%s): solving its layer again", self._path(key), why)
+        return None
 
     def save(self, key: str, schedule: LayerSchedule, time_limit_s: float, work_limit: float | None = None) -> None:
         entry = {

@@ -74,10 +74,9 @@ def listed_for(problem: LayerProblem, store: ScheduleCache | None = None) -> Lay
 
 
 def _stored_list(problem: LayerProblem, store: ScheduleCache | None, key: str) -> LayerSchedule:
-    """The list schedule read back from `store` (checked against the problem), else computed and written there."""
-    hit = store.load(key, 0.0) if store is not None else None
+    """The list schedule read back from `store` (which checks it against the problem), else computed and written there."""
+    hit = store.load(key, problem, 0.0) if store is not None else None
     if hit is not None:
-        check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
         return hit
     listed = heuristic_for(problem)
     if store is not None:
@@ -275,10 +274,7 @@ def _cached(problem: LayerProblem, cfg: ScheduleCfg) -> tuple[LayerSchedule | No
     if store is None:
         return None, None, ""
     key = problem_key(problem, cfg.mip_gap, uses_modes(cfg))
-    hit = store.load(key, cfg.time_limit_s, cfg.work_limit)
-    if hit is not None:
-        check_times(problem, hit.start_s, hit.parallel, hit.makespan_s)
-    return hit, store, key
+    return store.load(key, problem, cfg.time_limit_s, cfg.work_limit), store, key
 
 
 def _checked(problem: LayerProblem, schedule: LayerSchedule, cfg: ScheduleCfg, store, key: str) -> LayerSchedule:

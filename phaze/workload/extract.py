@@ -15,7 +15,7 @@ import logging
 import pickle
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, is_dataclass, replace
+from dataclasses import asdict, fields, is_dataclass, replace
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
@@ -144,15 +144,51 @@ def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
                      sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> Workload:
     """The workload from the disk cache when present, else extracted and stored."""
     path = cached_path(model_cfg, mbs, bytes_per_elem, tp_widths, cache_dir, sp_values, cp_values, ep_values)
-    if path is not None and path.exists():
-        with path.open("rb") as f:
-            return pickle.load(f)
+    shards = shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)
+    cached = _read_cached(path, model_cfg.name, mbs, bytes_per_elem, shards) if path is not None else None
+    if cached is not None:
+        return cached
     start = time.perf_counter()
     workload = extract_uncached(model_cfg, mbs, bytes_per_elem, tp_widths, sp_values, cp_values, ep_values)
     log.info("extracted %s mbs=%d in %.1f s", model_cfg.name, mbs, time.perf_counter() - start)
     if path is not None:
         write_atomic(path, pickle.dumps(workload, protocol=pickle.HIGHEST_PROTOCOL))
     return workload
+
+
+UNPICKLING_ERRORS = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, KeyError, TypeError,
+                     ValueError, OSError)
+"""What pickle.load raises on a truncated or garbled file, or on one whose classes this version no longer has
+(the pickle documentation: "other exceptions may also be raised ... including (but not necessarily limited to)
+AttributeError, EOFError, ImportError, and IndexError")."""
+
+
+def _read_cached(path: Path, model_name: str, mbs: int, bytes_per_elem: int, shards: list[Shard]) -> Workload | None:
+    """The workload cached at `path` when it is whole and what was asked for (a Workload with every field of this
+    version, of this model, microbatch and precision, with a graph per shard); else None, a damaged file reported, to
+    be extracted again and replaced."""
+    try:
+        with path.open("rb") as f:
+            workload = pickle.load(f)
+    except FileNotFoundError:
+        return None
+    except UNPICKLING_ERRORS as err:
+        return _damaged(path, err)
+    if not isinstance(workload, Workload):
+        return _damaged(path, f"it holds a {type(workload).__name__}")
+    missing = [f.name for f in fields(Workload) if f.name not in vars(workload)]
+    if missing:
+        return _damaged(path, f"no field {missing[0]!r}")
+    if (workload.model_name, workload.mbs, workload.bytes_per_elem) != (model_name, mbs, bytes_per_elem):
+        return _damaged(path, f"it is {workload.model_name} at mbs {workload.mbs}, {workload.bytes_per_elem} bytes per element")
+    absent = [shard for shard in shards if shard not in workload.graphs]
+    return _damaged(path, f"no graphs of {absent[0]}") if absent else workload
+
+
+def _damaged(path: Path, why: object) -> None:
+    """Report a damaged workload cache file; None, as for a miss."""
+    log.warning("workload cache file %s is damaged (%s): extracting again", path, why)
+    return None
 
 
 _claims = None
