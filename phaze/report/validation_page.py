@@ -47,6 +47,14 @@ def group_summary(rows: pd.DataFrame, label: str, target: str) -> str:
             f"absolute error {errors.median():.1%}, maximum {errors.max():.1%}{target}.")
 
 
+MEDIAN_ERROR_TARGET = 0.05
+"""Issue 47's targets over the whole runs file: median absolute error under 5%, no run over RUN_ERROR_TARGET unless a
+published measurement explains it, signed median within SIGNED_ERROR_TARGET either way."""
+RUN_ERROR_TARGET = 0.20
+SIGNED_ERROR_TARGET = 0.02
+KORTHIKANTI_ERROR_TARGET = 0.03
+"""Issue 47: the median absolute error on Korthikanti et al. 2022's Table 5 runs (those Calculon was validated on)."""
+
 LONG_CONTEXT_TOKENS = 32768
 """Sequences at least this long are long context (issue 47: the runs at 64k-256k tokens with context parallelism that
 the model had predicted 1.5-2.2x too fast)."""
@@ -68,7 +76,23 @@ def group_summaries(table: pd.DataFrame) -> list[str]:
         lines.append(group_summary(table[table["seq"] >= LONG_CONTEXT_TOKENS], f"Long context ({LONG_CONTEXT_TOKENS:,} tokens or more)", ""))
     if "gpus" in table.columns:
         lines.append(group_summary(table[table["gpus"] >= WIDE_CLUSTER_DEVICES], f"On {WIDE_CLUSTER_DEVICES:,} devices or more", ""))
+    if "source" in table.columns:
+        lines.append(group_summary(table[table["source"].map(source_of) == "Korthikanti"], "Korthikanti et al. 2022, Table 5",
+                                   f" (target: median under {KORTHIKANTI_ERROR_TARGET:.0%})"))
     return [line for line in lines if line]
+
+
+def outliers_line(table: pd.DataFrame) -> str:
+    """The page's line naming every run off by more than RUN_ERROR_TARGET, worst first, or '' when there are none."""
+    rows = table.dropna(subset=["predicted/measured"])
+    errors = (rows["predicted/measured"] - 1).abs()
+    worst = rows.loc[errors[errors > RUN_ERROR_TARGET].sort_values(ascending=False).index]
+    if worst.empty:
+        return ""
+    named = ", ".join(f"{run} ({ratio:.3f})" for run, ratio in zip(worst["run"], worst["predicted/measured"]))
+    return (f"**{len(worst)} run{'s' if len(worst) != 1 else ''} over {RUN_ERROR_TARGET:.0%}** (predicted/measured; the "
+            f"target allows one only where a published measurement explains it, and none is explained yet: docs/parallelism.md, "
+            f"'What is not modelled', says what each group lacks): {named}.")
 
 
 def infeasible_count(n: int) -> str:
@@ -103,13 +127,15 @@ def markdown_page(table: pd.DataFrame, ratios: pd.DataFrame, summary: dict, runs
         table.to_markdown(index=False),
         "",
         f"**Median absolute error: {summary['median_abs_error']:.1%}; maximum: {summary['max_abs_error']:.1%}** "
-        f"over {summary['n_runs']} runs (targets: under 7% and 20%); signed median {summary['median_signed_error']:+.1%} "
-        "(positive: predicted too fast).",
+        f"over {summary['n_runs']} runs (targets: median under {MEDIAN_ERROR_TARGET:.0%}, no run over {RUN_ERROR_TARGET:.0%} "
+        f"unless a published measurement explains it); signed median {summary['median_signed_error']:+.1%} "
+        f"(positive: predicted too fast; target: within {SIGNED_ERROR_TARGET:.0%} either way).",
         "",
         first_seen_line(first_seen),
     ]
-    if infeasible_line(table):
-        lines += ["", infeasible_line(table)]
+    for line in (outliers_line(table), infeasible_line(table)):
+        if line:
+            lines += ["", line]
     for line in group_summaries(table):
         lines += ["", line]
     for column, key, title in (("framework", None, "By framework preset (the errors are not spread evenly: see docs/parallelism.md, "
