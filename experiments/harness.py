@@ -61,20 +61,25 @@ def module_command(module: str, *args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", module, *args)
 
 
+def run_in(folder: Path, overrides: list[str], command: tuple[str, ...] = PHAZE_RUN) -> tuple[float, subprocess.CompletedProcess, str]:
+    """One run of `command` (`python -m phaze.run`, or a module taking its arguments) on the caches, study storage
+    and MLflow store in `folder` (whatever earlier runs left there): (wall s, the finished process with its stdout and
+    stderr, the study storage URL)."""
+    storage = f"sqlite:///{folder / 'studies.db'}"
+    start = time.perf_counter()
+    out = subprocess.run([*command, *overrides, f"cache_dir={folder / 'cache'}",
+                          f"schedule.cache_dir={folder / 'cache' / 'schedule'}", f"search.storage={storage}",
+                          f"tracking.uri=sqlite:///{folder / 'mlflow.db'}"], check=True, capture_output=True, text=True, cwd=folder,
+                         env=repository_env())
+    return time.perf_counter() - start, out, storage
+
+
 @contextmanager
 def fresh_run(overrides: list[str], command: tuple[str, ...] = PHAZE_RUN):
-    """One run of `command` (`python -m phaze.run`, or a module taking its arguments) from empty caches in a fresh
-    temporary directory: yields (wall s, the finished process with its stdout and stderr, the study storage URL), the
-    directory kept until the block ends."""
+    """run_in a fresh temporary directory (empty caches): yields its (wall s, process, storage URL), the directory kept
+    until the block ends."""
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        storage = f"sqlite:///{tmp / 'studies.db'}"
-        start = time.perf_counter()
-        out = subprocess.run([*command, *overrides, f"cache_dir={tmp / 'cache'}",
-                              f"schedule.cache_dir={tmp / 'cache' / 'schedule'}", f"search.storage={storage}",
-                              f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"], check=True, capture_output=True, text=True, cwd=tmp,
-                             env=repository_env())
-        yield time.perf_counter() - start, out, storage
+        yield run_in(Path(tmp), overrides, command)
 
 
 def best_throughput(stdout: str) -> str:

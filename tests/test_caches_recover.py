@@ -188,3 +188,41 @@ def test_an_older_extractor_versions_workload_is_never_read(tmp_path, monkeypatc
     path = extract.cached_path(TINY, 1, 2, (1, 2), tmp_path)
     monkeypatch.setattr(extract, "EXTRACTOR_VERSION", extract.EXTRACTOR_VERSION - 1)
     assert extract.cached_path(TINY, 1, 2, (1, 2), tmp_path) != path
+
+
+def test_a_layers_bounds_are_read_back_by_a_later_run_and_checked(tmp_path, caplog, monkeypatch):
+    """The split bound and the mode search's bound of a layer, computed once, are read back by a later run (a what-if)
+    without computing them again; a cached bound outside what such a bound can be (here 1 s, above the 4 ms optimum and
+    the split's list-schedule ceiling) is damaged: reported and computed again."""
+    from phaze.placement.kept import Kept
+    from phaze.schedule import layer
+    from phaze.schedule.bounds import problem_lower_bound_s
+    from phaze.schedule.heuristic import best_list_schedule
+
+    problem = LayerProblem.build(*CASE.args())
+    cfg = cfg_at(tmp_path)
+    lower_s, upper_s = problem_lower_bound_s(problem), best_list_schedule(problem).makespan_s
+    monkeypatch.setattr(layer, "_split", Kept(8))
+    schedule_cache._stores.clear()
+    split_s = layer.split_bound_s(problem, cfg)
+    modes_s = layer.mode_bound_s(problem, lower_s, upper_s, schedule_cache.store_for(cfg))
+    assert 0 < split_s <= 4e-3 * (1 + 1e-9) and lower_s <= modes_s <= upper_s
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("computed again")
+
+    with monkeypatch.context() as later:
+        later.setattr(layer, "_split", Kept(8))
+        later.setattr(layer, "prepare_problem", not_again)  # each side of the split
+        later.setattr(layer, "ModeSearch", not_again)
+        schedule_cache._stores.clear()
+        assert layer.split_bound_s(problem, cfg) == split_s
+        assert layer.mode_bound_s(problem, lower_s, upper_s, schedule_cache.store_for(cfg)) == modes_s
+    key = schedule_cache.bound_key(problem, "split", gap=layer.SPLIT_MIP_GAP, work=layer.SPLIT_WORK_LIMIT, backend=cfg.backend)
+    path = schedule_cache.ScheduleCache(tmp_path)._path(key)
+    path.write_text(json.dumps({"bound_s": 1.0}))
+    monkeypatch.setattr(layer, "_split", Kept(8))
+    schedule_cache._stores.clear()
+    with caplog.at_level(logging.WARNING, logger="phaze.schedule.cache"):
+        assert layer.split_bound_s(problem, cfg) == pytest.approx(split_s, rel=1e-12)
+    assert "damaged" in caplog.text and json.loads(path.read_text()) == {"bound_s": split_s}

@@ -9,6 +9,7 @@ import time
 from phaze.evaluation.latency_table import Key, LatencyTable, with_makespans
 from phaze.evaluation.layer_scheduler import OPEN, LayerScheduler, Stage
 from phaze.schedule import LayerProblem, mode_bound_s, split_bound_s, split_ceiling_s
+from phaze.schedule.cache import store_for
 from phaze.schedule.layer import uses_modes
 
 STOP_REL_TOL = 1e-5
@@ -102,7 +103,7 @@ class LayerLatencies(LayerScheduler):
         start = time.perf_counter()
         entry = self.entries[key]
         problem = LayerProblem.build(*entry.inputs, *self.cores)
-        bound = mode_bound_s(problem, self.value(key), entry.listed_s)
+        bound = mode_bound_s(problem, self.value(key), entry.listed_s, store_for(self.schedule_cfg))
         ceiling = min(split_ceiling_s(problem), entry.listed_s)
         if ceiling > bound and excess(place, self.values, self._twin_keys(key), ceiling, beat) <= 0:
             bound = max(bound, split_bound_s(problem, self.schedule_cfg))

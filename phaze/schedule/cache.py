@@ -48,6 +48,12 @@ def list_key(problem: LayerProblem) -> str:
     return _key(problem, {"v": CACHE_VERSION, "n": problem.n, "list": [problem.n_tc, problem.n_vc]})
 
 
+def bound_key(problem: LayerProblem, kind: str, **settings) -> str:
+    """The key of a lower bound on the problem's makespan of one `kind` (split, modes) computed with these `settings`,
+    apart from its schedules; the exact core counts are in it, as its list schedules read them."""
+    return _key(problem, {"v": CACHE_VERSION, "n": problem.n, "bound": kind, "cores": [problem.n_tc, problem.n_vc], **settings})
+
+
 def _key(problem: LayerProblem, head: dict) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(head).encode())
@@ -61,13 +67,16 @@ ENTRY_FIELDS = ("makespan_s", "start_s", "parallel", "backend", "status", "mip_g
                 "time_limit_s")
 """The fields every entry of this CACHE_VERSION holds (`work_limit` is optional: entries from before it had none)."""
 
+BOUND_FIELDS = ("bound_s",)
+"""The field of a lower bound's entry (ScheduleCache.load_bound)."""
+
 SCHEDULES_KEPT = 4096
 """Entries of one cache directory kept in this process (the least recently used dropped): a search asks again for the
 same few layers (HBM siblings, twins), while a long one writes thousands of list schedules and their files stay."""
 
 
 class ScheduleCache:
-    """load/save LayerSchedules by problem key under one directory."""
+    """load/save LayerSchedules by problem key, and lower bounds on their makespans by bound key, under one directory."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -101,8 +110,30 @@ class ScheduleCache:
             return self._damaged(key, err)
         return schedule
 
-    def _read(self, key: str) -> dict | None:
-        """The entry on disk: None when there is none or it is damaged (not whole JSON, or without this version's fields)."""
+    def load_bound(self, key: str, lowest_s: float, highest_s: float) -> float | None:
+        """A cached lower bound (s) under `key` (bound_key), when it lies in [lowest_s, highest_s], the range such a bound
+        can take (else its entry is damaged: None, and the caller's save_bound replaces it)."""
+        entry = self._memory.find(key)
+        if entry is None:
+            entry = self._read(key, BOUND_FIELDS)
+            if entry is None:
+                return None
+            self._memory.put(key, entry)
+        bound = entry["bound_s"]
+        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and lowest_s <= bound <= highest_s:
+            return float(bound)
+        self._memory.drop(key)
+        return self._damaged(key, f"bound {bound!r} s outside [{lowest_s!r}, {highest_s!r}] s")
+
+    def save_bound(self, key: str, bound_s: float) -> None:
+        entry = {"bound_s": float(bound_s)}
+        self._memory.put(key, entry)
+        write_atomic(self._path(key), json.dumps(entry).encode())
+
+    def _read(self, key: str, required: tuple[str, ...] | None = None) -> dict | None:
+        """The entry on disk: None when there is none or it is damaged (not whole JSON, or without this version's
+        `required` fields: a schedule's, ENTRY_FIELDS, by default)."""
+        required = ENTRY_FIELDS if required is None else required
         path = self._path(key)
         try:
             entry = json.loads(path.read_bytes())
@@ -110,12 +141,12 @@ class ScheduleCache:
             return None
         except (OSError, ValueError) as err:  # a truncated or garbled file (JSONDecodeError, UnicodeDecodeError)
             return self._damaged(key, err)
-        missing = [name for name in ENTRY_FIELDS if not isinstance(entry, dict) or name not in entry]
+        missing = [name for name in required if not isinstance(entry, dict) or name not in entry]
         return self._damaged(key, f"no field {missing[0]!r}") if missing else entry
 
     def _damaged(self, key: str, why: object) -> None:
         """Report a damaged entry; None, as for a miss."""
-        log.warning("schedule cache entry %s is damaged (%s): solving its layer again", self._path(key), why)
+        log.warning("schedule cache entry %s is damaged (%s): computing it again", self._path(key), why)
         return None
 
     def save(self, key: str, schedule: LayerSchedule, time_limit_s: float, work_limit: float | None = None) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from phaze.placement.kept import Kept
 from phaze.schedule.backends import SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
-from phaze.schedule.cache import ScheduleCache, list_key, problem_key, store_for
+from phaze.schedule.cache import ScheduleCache, bound_key, list_key, problem_key, store_for
 from phaze.schedule.checker import check_times
 from phaze.schedule.heuristic import ListSchedule, best_list_schedule, best_with_modes
 from phaze.schedule.ilp import build_ilp, decode, overloads
@@ -45,6 +45,9 @@ side's MILP closes within SPLIT_MIP_GAP in less, and 2 units gave the same bound
 SPLIT_MIP_GAP = 1e-3
 """Relative gap at which a side's MILP stops: its bound is what the split bound adds, so it aims well inside the
 layer's own schedule.mip_gap."""
+
+BOUND_REL_TOL = 1e-9
+"""Round-off allowed above the largest value a cached bound can take (split_ceiling_s) before its entry is damaged."""
 
 SPLIT_KEPT = 1024
 """Split bounds kept in this process: a search asks for one layer's bound to prune with (phaze.pipeline), then, if the
@@ -107,7 +110,8 @@ class Prepared:
 
 def split_bound_s(problem: LayerProblem, cfg: ScheduleCfg) -> float:
     """phaze.schedule.split's bound (s), each side bounded by its own list schedule, closed-form bound and MILP (no mode
-    search, no cache; SPLIT_WORK_LIMIT, SPLIT_MIP_GAP), kept by the problem's content and the backend."""
+    search, no cache; SPLIT_WORK_LIMIT, SPLIT_MIP_GAP), kept by the problem's content and the backend, in this process
+    and in cfg's schedule cache (a later run on the same layer, a what-if, reads it back)."""
 
     def side_bound_s(part: LayerProblem) -> float:
         start = prepare_problem(part, side_cfg)
@@ -116,11 +120,25 @@ def split_bound_s(problem: LayerProblem, cfg: ScheduleCfg) -> float:
         return milp_schedule(part, side_cfg, start.best, start.lower_s, time.perf_counter()).bound_s
 
     side_cfg = replace(cfg, work_limit=SPLIT_WORK_LIMIT, mip_gap=SPLIT_MIP_GAP, mode_search=False, cache=False)
-    return _split.get(_split_key(problem, cfg), lambda: split_with(problem, side_bound_s))
+    return _split.get(_split_key(problem, cfg), lambda: _stored_split(problem, cfg, lambda: split_with(problem, side_bound_s)))
 
 
 def _split_key(problem: LayerProblem, cfg: ScheduleCfg) -> tuple:
     return problem_key(problem, SPLIT_MIP_GAP), cfg.backend
+
+
+def _stored_split(problem: LayerProblem, cfg: ScheduleCfg, compute=None) -> float | None:
+    """The split bound read back from cfg's schedule cache (where it lies between 0 and split_ceiling_s, all it can
+    be), else compute() written there; None where neither is given."""
+    store = store_for(cfg)
+    key = bound_key(problem, "split", gap=SPLIT_MIP_GAP, work=SPLIT_WORK_LIMIT, backend=cfg.backend)
+    hit = store.load_bound(key, 0.0, split_ceiling_s(problem) * (1.0 + BOUND_REL_TOL)) if store is not None else None
+    if hit is not None or compute is None:
+        return hit
+    bound = compute()
+    if store is not None:
+        store.save_bound(key, bound)
+    return bound
 
 
 def split_ceiling_s(problem: LayerProblem) -> float:
@@ -137,6 +155,8 @@ def certified(problem: LayerProblem, cfg: ScheduleCfg, schedule: LayerSchedule) 
         return schedule
     t0 = time.perf_counter()
     split_s = _split.find(_split_key(problem, cfg))
+    if split_s is None:
+        split_s = _stored_split(problem, cfg)
     if split_s is None and _gap(schedule.makespan_s, split_ceiling_s(problem)) <= cfg.mip_gap:
         split_s = split_bound_s(problem, cfg)
     bound = min(max(schedule.bound_s, split_s or 0.0), schedule.makespan_s)
@@ -173,10 +193,18 @@ def solve_problem(problem: LayerProblem, cfg: ScheduleCfg, prepared: Prepared | 
     return certified(problem, cfg, found)
 
 
-def mode_bound_s(problem: LayerProblem, lower_s: float, upper_s: float) -> float:
+def mode_bound_s(problem: LayerProblem, lower_s: float, upper_s: float, store: ScheduleCache | None = None) -> float:
     """The largest makespan in [lower_s, upper_s] (s) that the mode search's refutation proves no schedule of the layer
-    meets (lower_s when it proves none): a bound to prune with that leaves the layer's schedule, and its MILP, as they are."""
-    return ModeSearch(problem).lower_bound_s(lower_s, upper_s)
+    meets (lower_s when it proves none): a bound to prune with that leaves the layer's schedule, and its MILP, as they are.
+    With a schedule cache, read back from it, or written there."""
+    key = bound_key(problem, "modes", lower=float(lower_s), upper=float(upper_s))
+    hit = store.load_bound(key, lower_s, upper_s) if store is not None else None
+    if hit is not None:
+        return hit
+    bound = ModeSearch(problem).lower_bound_s(lower_s, upper_s)
+    if store is not None:
+        store.save_bound(key, bound)
+    return bound
 
 
 def uses_modes(cfg: ScheduleCfg) -> bool:
