@@ -88,12 +88,9 @@ class ScheduleCache:
     def load(self, key: str, problem: LayerProblem, time_limit_s: float, work_limit: float | None = None) -> LayerSchedule | None:
         """The cached schedule of `problem`, unless it stopped on a shorter time or work limit than the ones asked for
         now, or its entry is damaged (then None, and the caller's save replaces it)."""
-        entry = self._memory.find(key)
+        entry = self._entry(key, ENTRY_FIELDS)
         if entry is None:
-            entry = self._read(key)
-            if entry is None:
-                return None
-            self._memory.put(key, entry)
+            return None
         try:
             if entry["status"] == "time_limit" and (float(entry["time_limit_s"]) < time_limit_s
                                                     or _unlimited(entry.get("work_limit")) < _unlimited(work_limit)):
@@ -113,12 +110,9 @@ class ScheduleCache:
     def load_bound(self, key: str, lowest_s: float, highest_s: float) -> float | None:
         """A cached lower bound (s) under `key` (bound_key), when it lies in [lowest_s, highest_s], the range such a bound
         can take (else its entry is damaged: None, and the caller's save_bound replaces it)."""
-        entry = self._memory.find(key)
+        entry = self._entry(key, BOUND_FIELDS)
         if entry is None:
-            entry = self._read(key, BOUND_FIELDS)
-            if entry is None:
-                return None
-            self._memory.put(key, entry)
+            return None
         bound = entry["bound_s"]
         if isinstance(bound, (int, float)) and not isinstance(bound, bool) and lowest_s <= bound <= highest_s:
             return float(bound)
@@ -130,10 +124,19 @@ class ScheduleCache:
         self._memory.put(key, entry)
         write_atomic(self._path(key), json.dumps(entry).encode())
 
-    def _read(self, key: str, required: tuple[str, ...] | None = None) -> dict | None:
+    def _entry(self, key: str, required: tuple[str, ...]) -> dict | None:
+        """The entry under `key`, from this process's copy or else from disk (then kept): None when there is none or
+        it is damaged."""
+        entry = self._memory.find(key)
+        if entry is None:
+            entry = self._read(key, required)
+            if entry is not None:
+                self._memory.put(key, entry)
+        return entry
+
+    def _read(self, key: str, required: tuple[str, ...]) -> dict | None:
         """The entry on disk: None when there is none or it is damaged (not whole JSON, or without this version's
-        `required` fields: a schedule's, ENTRY_FIELDS, by default)."""
-        required = ENTRY_FIELDS if required is None else required
+        `required` fields)."""
         path = self._path(key)
         try:
             entry = json.loads(path.read_bytes())
@@ -158,6 +161,18 @@ class ScheduleCache:
         }
         self._memory.put(key, entry)
         write_atomic(self._path(key), json.dumps(entry).encode())
+
+
+def stored_bound(store: ScheduleCache | None, key: str, lowest_s: float, highest_s: float, compute=None) -> float | None:
+    """The lower bound under `key` read back from `store` (ScheduleCache.load_bound), else compute() written there;
+    None where neither is there (no compute given)."""
+    hit = store.load_bound(key, lowest_s, highest_s) if store is not None else None
+    if hit is not None or compute is None:
+        return hit
+    bound = compute()
+    if store is not None:
+        store.save_bound(key, bound)
+    return bound
 
 
 def _unlimited(work_limit: float | None) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 from phaze.placement.kept import Kept
 from phaze.schedule.backends import SolveParams, SolveStatus, solve_milp
 from phaze.schedule.bounds import problem_lower_bound_s
-from phaze.schedule.cache import ScheduleCache, bound_key, list_key, problem_key, store_for
+from phaze.schedule.cache import ScheduleCache, bound_key, list_key, problem_key, store_for, stored_bound
 from phaze.schedule.checker import check_times
 from phaze.schedule.heuristic import ListSchedule, best_list_schedule, best_with_modes
 from phaze.schedule.ilp import build_ilp, decode, overloads
@@ -130,15 +130,8 @@ def _split_key(problem: LayerProblem, cfg: ScheduleCfg) -> tuple:
 def _stored_split(problem: LayerProblem, cfg: ScheduleCfg, compute=None) -> float | None:
     """The split bound read back from cfg's schedule cache (where it lies between 0 and split_ceiling_s, all it can
     be), else compute() written there; None where neither is given."""
-    store = store_for(cfg)
     key = bound_key(problem, "split", gap=SPLIT_MIP_GAP, work=SPLIT_WORK_LIMIT, backend=cfg.backend)
-    hit = store.load_bound(key, 0.0, split_ceiling_s(problem) * (1.0 + BOUND_REL_TOL)) if store is not None else None
-    if hit is not None or compute is None:
-        return hit
-    bound = compute()
-    if store is not None:
-        store.save_bound(key, bound)
-    return bound
+    return stored_bound(store_for(cfg), key, 0.0, split_ceiling_s(problem) * (1.0 + BOUND_REL_TOL), compute)
 
 
 def split_ceiling_s(problem: LayerProblem) -> float:
@@ -198,13 +191,7 @@ def mode_bound_s(problem: LayerProblem, lower_s: float, upper_s: float, store: S
     meets (lower_s when it proves none): a bound to prune with that leaves the layer's schedule, and its MILP, as they are.
     With a schedule cache, read back from it, or written there."""
     key = bound_key(problem, "modes", lower=float(lower_s), upper=float(upper_s))
-    hit = store.load_bound(key, lower_s, upper_s) if store is not None else None
-    if hit is not None:
-        return hit
-    bound = ModeSearch(problem).lower_bound_s(lower_s, upper_s)
-    if store is not None:
-        store.save_bound(key, bound)
-    return bound
+    return stored_bound(store, key, lower_s, upper_s, lambda: ModeSearch(problem).lower_bound_s(lower_s, upper_s))
 
 
 def uses_modes(cfg: ScheduleCfg) -> bool:

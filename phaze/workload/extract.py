@@ -144,8 +144,8 @@ def extract_workload(model_cfg, mbs: int, bytes_per_elem: int = 2, tp_widths=(1,
                      sp_values=(False,), cp_values=(1,), ep_values=(1,)) -> Workload:
     """The workload from the disk cache when present, else extracted and stored."""
     path = cached_path(model_cfg, mbs, bytes_per_elem, tp_widths, cache_dir, sp_values, cp_values, ep_values)
-    shards = shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values)
-    cached = _read_cached(path, model_cfg.name, mbs, bytes_per_elem, shards) if path is not None else None
+    cached = (_read_cached(path, model_cfg.name, mbs, bytes_per_elem, shards_of(model_cfg, tp_widths, sp_values, cp_values, ep_values))
+              if path is not None else None)
     if cached is not None:
         return cached
     start = time.perf_counter()
